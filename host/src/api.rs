@@ -1,0 +1,298 @@
+//! The device ABI implemented: one `impl` per WIT interface, generated trait by
+//! generated trait, so the signatures here are the WIT's.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use wasmtime::Val;
+
+use crate::abi::*;
+use crate::device::{lock, Task, PRIORITY_GREATEST, PRIORITY_LEAST};
+use crate::error::{Error, Result};
+use crate::event::EventInner;
+use crate::memory_view::HostPtr;
+use crate::runtime::Runtime;
+
+impl DevicesApi for Runtime {
+    fn device_count(&self) -> u32 {
+        self.inner.config.device_count
+    }
+
+    fn properties(&self, device: DeviceIndex) -> Result<DeviceProperties> {
+        let dev = self.inner.device(device)?;
+        Ok(DeviceProperties {
+            index: device,
+            capacity_bytes: dev.capacity,
+            memory64: dev.memory64,
+            kernel_timeout_ms: self.inner.config.kernel_timeout.as_millis() as u64,
+        })
+    }
+
+    fn device_of(&self, ptr: DevicePtr) -> Option<DeviceIndex> {
+        self.inner.decode(ptr).ok().map(|(device, _)| device)
+    }
+}
+
+impl MemoryApi for Runtime {
+    fn allocate(&self, device: DeviceIndex, size: u64, stream: StreamRef) -> Result<DevicePtr> {
+        if stream.device != device {
+            return Err(Error::WrongDevice {
+                what: format!("stream {}", stream.id),
+                expected: device,
+                actual: stream.device,
+            });
+        }
+        let dev = self.inner.device(device)?;
+        dev.check_stream(stream.id)?;
+        if size == 0 {
+            return Ok(0);
+        }
+        let offset = lock(&dev.allocator).allocate(size, stream.id, &|s, t| dev.completed(s, t))?;
+        Ok(self.inner.space.address(device, offset))
+    }
+
+    fn free(&self, ptr: DevicePtr) -> Result<()> {
+        if ptr == 0 {
+            return Ok(());
+        }
+        let (device, offset) = self.inner.decode(ptr)?;
+        let dev = self.inner.device(device)?;
+        let result = lock(&dev.allocator).free(offset, &|s| dev.ticket(s));
+        result.map_err(|_| Error::InvalidPointer {
+            ptr,
+            reason: "not an allocated block (freed twice, or never allocated)",
+        })
+    }
+
+    fn record_stream(&self, ptr: DevicePtr, stream: StreamRef) -> Result<()> {
+        let (dev, offset) = self.inner.resolve(ptr, stream.device, "recorded")?;
+        dev.check_stream(stream.id)?;
+        let result = lock(&dev.allocator).record_stream(offset, stream.id);
+        result.map_err(|_| Error::InvalidPointer { ptr, reason: "not the start of an allocated block" })
+    }
+
+    fn stats(&self, device: DeviceIndex) -> Result<MemoryStats> {
+        Ok(lock(&self.inner.device(device)?.allocator).stats())
+    }
+
+    fn reset_peak_stats(&self, device: DeviceIndex) -> Result<()> {
+        lock(&self.inner.device(device)?.allocator).reset_peaks();
+        Ok(())
+    }
+
+    fn empty_cache(&self, device: DeviceIndex) -> Result<()> {
+        let dev = self.inner.device(device)?;
+        lock(&dev.allocator).empty_cache(&|s, t| dev.completed(s, t));
+        Ok(())
+    }
+
+    fn mem_get_info(&self, device: DeviceIndex) -> Result<MemoryInfo> {
+        let alloc = lock(&self.inner.device(device)?.allocator);
+        let total = alloc.total();
+        Ok(MemoryInfo { free_bytes: total - alloc.stats().reserved_bytes, total_bytes: total })
+    }
+}
+
+impl CopiesApi for Runtime {
+    fn copy_to_device(&self, stream: StreamRef, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        let (dev, offset) = self.inner.resolve(dst, stream.device, "destination")?;
+        dev.view.check(offset, src.len() as u64)?;
+        let task = Task::CopyIn { dst: offset, src: HostPtr(src.as_ptr().cast_mut()), len: src.len() as u64 };
+        let ticket = dev.enqueue(stream.id, task)?;
+        // Blocking until the copy has run keeps `src` borrowed while it is read.
+        dev.wait(stream.id, Some(ticket))
+    }
+
+    fn copy_to_host(&self, stream: StreamRef, src: DevicePtr, len: u64) -> Result<Vec<u8>> {
+        let len =
+            usize::try_from(len).map_err(|_| Error::InvalidArgument(format!("{len} bytes do not fit host memory")))?;
+        let mut out = vec![0u8; len];
+        self.copy_to_host_slice(stream, &mut out, src)?;
+        Ok(out)
+    }
+
+    unsafe fn copy_to_device_async(&self, stream: StreamRef, dst: DevicePtr, src: u64, len: u64) -> Result<()> {
+        let (dev, offset) = self.inner.resolve(dst, stream.device, "destination")?;
+        dev.view.check(offset, len)?;
+        dev.enqueue(stream.id, Task::CopyIn { dst: offset, src: HostPtr(src as *mut u8), len }).map(drop)
+    }
+
+    unsafe fn copy_to_host_async(&self, stream: StreamRef, dst: u64, src: DevicePtr, len: u64) -> Result<()> {
+        let (dev, offset) = self.inner.resolve(src, stream.device, "source")?;
+        dev.view.check(offset, len)?;
+        dev.enqueue(stream.id, Task::CopyOut { src: offset, dst: HostPtr(dst as *mut u8), len }).map(drop)
+    }
+
+    fn copy_device_to_device(&self, stream: StreamRef, dst: DevicePtr, src: DevicePtr, len: u64) -> Result<()> {
+        let (src_device, src_offset) = self.inner.decode(src)?;
+        let (dst_device, dst_offset) = self.inner.decode(dst)?;
+        if stream.device != src_device && stream.device != dst_device {
+            return Err(Error::WrongDevice { what: "the stream".into(), expected: src_device, actual: stream.device });
+        }
+        let source = self.inner.device(src_device)?;
+        let dest = self.inner.device(dst_device)?;
+        source.view.check(src_offset, len)?;
+        dest.view.check(dst_offset, len)?;
+        let runner = self.inner.device(stream.device)?;
+        let task = if src_device == dst_device {
+            Task::CopyWithin { dst: dst_offset, src: src_offset, len }
+        } else {
+            Task::CopyPeer { from: Arc::clone(source), src: src_offset, to: Arc::clone(dest), dst: dst_offset, len }
+        };
+        runner.enqueue(stream.id, task).map(drop)
+    }
+}
+
+impl KernelsApi for Runtime {
+    fn load_module(&self, device: DeviceIndex, name: &str, wasm: &[u8]) -> Result<ModuleId> {
+        self.load(device, name, wasm)
+    }
+
+    fn module_kernels(&self, device: DeviceIndex, module: ModuleId) -> Result<Vec<KernelInfo>> {
+        Ok(self.inner.device(device)?.module(module)?.module.kernels.clone())
+    }
+
+    fn find_kernel(&self, device: DeviceIndex, name: &str) -> Result<KernelRef> {
+        let dev = self.inner.device(device)?;
+        let modules = dev.modules.read().unwrap_or_else(|e| e.into_inner());
+        let found: Vec<_> = modules.iter().filter(|m| m.kernel_index(name).is_some()).collect();
+        match found.as_slice() {
+            [m] => Ok(KernelRef { module: m.id, name: name.to_string() }),
+            [] => Err(Error::KernelNotFound { device, name: name.to_string() }),
+            many => Err(Error::InvalidArgument(format!(
+                "kernel `{name}` is exported by several modules on openreg:{device} ({}); launch it through its module id",
+                many.iter().map(|m| format!("{} = {}", m.id, m.module.name)).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
+    fn launch(&self, stream: StreamRef, kernel: KernelRef, args: &[KernelArg]) -> Result<()> {
+        let dev = self.inner.device(stream.device)?;
+        let module = dev.module(kernel.module)?;
+        let index = module
+            .kernel_index(&kernel.name)
+            .ok_or_else(|| Error::KernelNotFound { device: stream.device, name: kernel.name.clone() })?;
+        let info = module.kernel(index);
+        if info.params.len() != args.len() {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{}` takes {} arguments, {} given",
+                info.name,
+                info.params.len(),
+                args.len()
+            )));
+        }
+        let mut vals = Vec::with_capacity(args.len());
+        for (i, (param, arg)) in info.params.iter().zip(args).enumerate() {
+            let val = match (param, *arg) {
+                (ValueType::I32, KernelArg::Ptr(p)) if !dev.memory64 => {
+                    Val::I32(self.kernel_offset(p, stream.device)? as u32 as i32)
+                }
+                (ValueType::I64, KernelArg::Ptr(p)) if dev.memory64 => {
+                    Val::I64(self.kernel_offset(p, stream.device)? as i64)
+                }
+                (ValueType::I32, KernelArg::I32(v)) => Val::I32(v),
+                (ValueType::I64, KernelArg::I64(v)) => Val::I64(v),
+                (ValueType::F32, KernelArg::F32(v)) => Val::F32(v.to_bits()),
+                (ValueType::F64, KernelArg::F64(v)) => Val::F64(v.to_bits()),
+                (param, arg) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "kernel `{}` parameter {i} is {} but the argument is {arg:?}",
+                        info.name,
+                        param.wit_name()
+                    )))
+                }
+            };
+            vals.push(val);
+        }
+        dev.enqueue(stream.id, Task::Launch { module, kernel: index, args: vals }).map(drop)
+    }
+}
+
+impl Runtime {
+    /// The offset a kernel on `device` receives for a pointer argument.
+    fn kernel_offset(&self, ptr: DevicePtr, device: DeviceIndex) -> Result<u64> {
+        if ptr == 0 {
+            return Ok(0);
+        }
+        self.inner.resolve(ptr, device, "kernel argument").map(|(_, offset)| offset)
+    }
+}
+
+impl StreamsApi for Runtime {
+    fn stream_priority_range(&self) -> PriorityRange {
+        PriorityRange { least: PRIORITY_LEAST, greatest: PRIORITY_GREATEST }
+    }
+
+    fn default_stream(&self, device: DeviceIndex) -> Result<StreamRef> {
+        self.inner.device(device)?;
+        Ok(StreamRef { device, id: 0 })
+    }
+
+    fn create_stream(&self, device: DeviceIndex, priority: i32) -> Result<StreamRef> {
+        let id = self.inner.device(device)?.create_stream(priority);
+        Ok(StreamRef { device, id })
+    }
+
+    fn stream_priority(&self, stream: StreamRef) -> Result<i32> {
+        self.inner.device(stream.device)?.stream_priority(stream.id)
+    }
+
+    fn query_stream(&self, stream: StreamRef) -> Result<bool> {
+        self.inner.device(stream.device)?.query(stream.id)
+    }
+
+    fn synchronize_stream(&self, stream: StreamRef) -> Result<()> {
+        self.inner.device(stream.device)?.wait(stream.id, None)
+    }
+
+    fn wait_event(&self, stream: StreamRef, event: EventId) -> Result<()> {
+        let dev = self.inner.device(stream.device)?;
+        let event = self.inner.event(event)?;
+        dev.check_stream(stream.id)?;
+        let generation = event.wait_target(dev);
+        if generation == 0 || event.completed_generation() >= generation {
+            return Ok(());
+        }
+        dev.enqueue(stream.id, Task::Wait { event, generation }).map(drop)
+    }
+
+    fn synchronize_device(&self, device: DeviceIndex) -> Result<()> {
+        self.inner.device(device)?.synchronize()
+    }
+}
+
+impl EventsApi for Runtime {
+    fn create_event(&self, enable_timing: bool) -> EventId {
+        let id = self.inner.next_event.fetch_add(1, Ordering::Relaxed);
+        lock(&self.inner.events).insert(id, EventInner::new(id, enable_timing));
+        id
+    }
+
+    fn destroy_event(&self, event: EventId) -> Result<()> {
+        lock(&self.inner.events)
+            .remove(&event)
+            .map(drop)
+            .ok_or(Error::InvalidEvent { event, reason: "no such event (destroyed twice?)" })
+    }
+
+    fn record_event(&self, event: EventId, stream: StreamRef) -> Result<()> {
+        let dev = self.inner.device(stream.device)?;
+        let event = self.inner.event(event)?;
+        dev.check_stream(stream.id)?;
+        let generation = event.begin_record();
+        dev.enqueue(stream.id, Task::Record { event, generation }).map(drop)
+    }
+
+    fn query_event(&self, event: EventId) -> Result<bool> {
+        Ok(self.inner.event(event)?.query())
+    }
+
+    fn synchronize_event(&self, event: EventId) -> Result<()> {
+        self.inner.event(event)?.synchronize();
+        Ok(())
+    }
+
+    fn elapsed_time(&self, start: EventId, end: EventId) -> Result<f32> {
+        self.inner.event(start)?.elapsed_ms(&*self.inner.event(end)?)
+    }
+}

@@ -1,0 +1,160 @@
+//! Runtime configuration, from code or from the environment.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `OPENREG_DEVICE_COUNT` | number of devices | 2 |
+//! | `OPENREG_DEVICE_MEMORY` | memory per device: bytes, or `512MiB`, `4GiB`, `8G` | 4 GiB |
+//! | `OPENREG_MEMORY64` | `1` gives devices 64-bit (memory64) addressing, needed above 4 GiB | 0 |
+//! | `OPENREG_KERNEL_TIMEOUT_MS` | watchdog limit for one kernel launch | 30000 |
+
+use std::time::Duration;
+
+use crate::error::{Bytes, Error, Result};
+use crate::layout;
+
+/// How many devices there are and what each one looks like.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Number of virtual devices.
+    pub device_count: u32,
+    /// Bytes of linear memory per device (a multiple of 64 KiB).
+    pub memory_bytes: u64,
+    /// Whether devices use 64-bit (memory64) addressing.
+    pub memory64: bool,
+    /// Longest a single kernel launch may run before the watchdog stops it.
+    pub kernel_timeout: Duration,
+}
+
+/// The largest memory a 32-bit device can have.
+pub const MAX_MEMORY32: u64 = 1 << 32;
+/// The largest memory a memory64 device can have here (address space per device).
+pub const MAX_MEMORY64: u64 = 1 << 40;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { device_count: 2, memory_bytes: 4 << 30, memory64: false, kernel_timeout: Duration::from_secs(30) }
+    }
+}
+
+impl Config {
+    /// The default configuration, overridden by the `OPENREG_*` environment variables.
+    pub fn from_env() -> Result<Config> {
+        let mut config = Config::default();
+        if let Some(v) = env("OPENREG_DEVICE_COUNT") {
+            config.device_count = v.trim().parse().map_err(|_| Error::Config {
+                var: "OPENREG_DEVICE_COUNT",
+                value: v.clone(),
+                reason: "expected a whole number of devices".into(),
+            })?;
+        }
+        if let Some(v) = env("OPENREG_DEVICE_MEMORY") {
+            config.memory_bytes = parse_size(&v).ok_or_else(|| Error::Config {
+                var: "OPENREG_DEVICE_MEMORY",
+                value: v.clone(),
+                reason: "expected a size such as 536870912, 512MiB, 4GiB or 8G".into(),
+            })?;
+        }
+        if let Some(v) = env("OPENREG_MEMORY64") {
+            config.memory64 = match v.trim() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" | "" => false,
+                _ => return Err(Error::Config { var: "OPENREG_MEMORY64", value: v, reason: "expected 0 or 1".into() }),
+            };
+        }
+        if let Some(v) = env("OPENREG_KERNEL_TIMEOUT_MS") {
+            let ms: u64 = v.trim().parse().map_err(|_| Error::Config {
+                var: "OPENREG_KERNEL_TIMEOUT_MS",
+                value: v.clone(),
+                reason: "expected milliseconds as a whole number".into(),
+            })?;
+            config.kernel_timeout = Duration::from_millis(ms);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks that the values can make working devices.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |var, value: String, reason: String| Err(Error::Config { var, value, reason });
+        if self.device_count == 0 || self.device_count > 64 {
+            return bad(
+                "OPENREG_DEVICE_COUNT",
+                self.device_count.to_string(),
+                "between 1 and 64 devices are supported".into(),
+            );
+        }
+        let max = if self.memory64 { MAX_MEMORY64 } else { MAX_MEMORY32 };
+        if self.memory_bytes < layout::MIN_CAPACITY
+            || self.memory_bytes > max
+            || !self.memory_bytes.is_multiple_of(layout::WASM_PAGE)
+        {
+            return bad(
+                "OPENREG_DEVICE_MEMORY",
+                self.memory_bytes.to_string(),
+                format!(
+                    "device memory must be a multiple of 64 KiB between {} and {}{}",
+                    Bytes(layout::MIN_CAPACITY),
+                    Bytes(max),
+                    if self.memory64 { "" } else { " (set OPENREG_MEMORY64=1 for more)" }
+                ),
+            );
+        }
+        if self.kernel_timeout.is_zero() {
+            return bad("OPENREG_KERNEL_TIMEOUT_MS", "0".into(), "the watchdog limit must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Parses `4096`, `512KiB`, `512MiB`, `4GiB`, `8G`, `1TiB` (binary units).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: u64 = digits.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("512MiB"), Some(512 << 20));
+        assert_eq!(parse_size("4GiB"), Some(4 << 30));
+        assert_eq!(parse_size(" 8G "), Some(8 << 30));
+        assert_eq!(parse_size("1.5GiB"), None);
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("99999999999999TiB"), None);
+    }
+
+    #[test]
+    fn validate_rejects_memory_a_32_bit_device_cannot_address() {
+        let config = Config { memory_bytes: 8 << 30, ..Config::default() };
+        let err = config.validate().unwrap_err();
+        assert!(err.to_string().contains("OPENREG_MEMORY64=1"), "{err}");
+        let config = Config { memory_bytes: 8 << 30, memory64: true, ..Config::default() };
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn validate_rejects_zero_devices_and_tiny_memories() {
+        assert!(Config { device_count: 0, ..Config::default() }.validate().is_err());
+        assert!(Config { memory_bytes: 1 << 20, ..Config::default() }.validate().is_err());
+        assert!(Config { memory_bytes: (64 << 20) + 1, ..Config::default() }.validate().is_err());
+    }
+}

@@ -1,0 +1,111 @@
+//! Events: markers in a stream's work (`cudaEvent_t`).
+//!
+//! Recording an event bumps its *generation* and queues a marker carrying that
+//! generation; when a stream's executor reaches the marker, the event's
+//! completed generation rises to it (and, with timing, the time is taken).
+//! A query or wait concerns the generation recorded most recently at the time
+//! of the call, which is CUDA's "most recent record" rule. An event never
+//! recorded has generation 0 and counts as complete.
+
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Instant;
+
+use crate::device::{lock, wake_all, DeviceShared};
+use crate::error::{Error, Result};
+
+#[derive(Default)]
+struct State {
+    recorded: u64,
+    completed: u64,
+    completed_at: Option<Instant>,
+    /// Devices with a stream that may be waiting for this event.
+    waiters: Vec<Weak<DeviceShared>>,
+}
+
+/// The shared state of one event.
+pub(crate) struct EventInner {
+    pub(crate) id: u64,
+    timing: bool,
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl EventInner {
+    pub(crate) fn new(id: u64, timing: bool) -> Arc<EventInner> {
+        Arc::new(EventInner { id, timing, state: Mutex::new(State::default()), cv: Condvar::new() })
+    }
+
+    /// Starts a new record; returns the generation the marker must carry.
+    pub(crate) fn begin_record(&self) -> u64 {
+        let mut s = lock(&self.state);
+        s.recorded += 1;
+        s.recorded
+    }
+
+    /// The generation a wait issued now must wait for (0: nothing to wait for),
+    /// registering `device` to be woken when the event completes.
+    pub(crate) fn wait_target(&self, device: &Arc<DeviceShared>) -> u64 {
+        let mut s = lock(&self.state);
+        if s.completed < s.recorded && !s.waiters.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(device))) {
+            s.waiters.push(Arc::downgrade(device));
+        }
+        s.recorded
+    }
+
+    pub(crate) fn completed_generation(&self) -> u64 {
+        lock(&self.state).completed
+    }
+
+    /// Called by an executor when it reaches the marker of `generation`.
+    pub(crate) fn complete(&self, generation: u64) {
+        let waiters = {
+            let mut s = lock(&self.state);
+            if generation > s.completed {
+                s.completed = generation;
+                s.completed_at = self.timing.then(Instant::now);
+            }
+            self.cv.notify_all();
+            if s.completed >= s.recorded {
+                std::mem::take(&mut s.waiters)
+            } else {
+                s.waiters.clone()
+            }
+        };
+        wake_all(&waiters);
+    }
+
+    pub(crate) fn query(&self) -> bool {
+        let s = lock(&self.state);
+        s.completed >= s.recorded
+    }
+
+    pub(crate) fn synchronize(&self) {
+        let mut s = lock(&self.state);
+        let target = s.recorded;
+        while s.completed < target {
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Milliseconds from this event's completion to `end`'s.
+    pub(crate) fn elapsed_ms(&self, end: &EventInner) -> Result<f32> {
+        let time = |e: &EventInner| -> Result<Instant> {
+            let s = lock(&e.state);
+            if !e.timing {
+                return Err(Error::InvalidEvent { event: e.id, reason: "was created without timing enabled" });
+            }
+            if s.recorded == 0 {
+                return Err(Error::InvalidEvent { event: e.id, reason: "has not been recorded" });
+            }
+            if s.completed < s.recorded {
+                return Err(Error::InvalidEvent { event: e.id, reason: "has not completed yet" });
+            }
+            s.completed_at.ok_or(Error::InvalidEvent { event: e.id, reason: "has no timestamp" })
+        };
+        let (start, stop) = (time(self)?, time(end)?);
+        Ok(match stop.checked_duration_since(start) {
+            Some(d) => d.as_secs_f64() * 1e3,
+            None => -(start.duration_since(stop).as_secs_f64() * 1e3),
+        } as f32)
+    }
+}

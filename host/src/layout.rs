@@ -1,0 +1,29 @@
+//! The layout of a device's linear memory.
+//!
+//! ```text
+//! 0 ........ 1 KiB ................. 15 MiB ......... 16 MiB ..................... capacity
+//! | null     | static area: kernel    | kernel stack    | heap: the device allocator's |
+//! | guard    | modules' data segments | (grows down)    | segments and blocks          |
+//! ```
+//!
+//! - Offset 0 is never handed out, so a device address of offset 0 is never valid data.
+//! - Kernel modules keep their static data in the static area, each in its own range
+//!   (the loader checks that ranges do not overlap, see `module.rs`).
+//! - All modules on a device share one kernel stack: a device runs one kernel at a time, and
+//!   the stack is empty between launches. The loader points each module's `__stack_pointer`
+//!   at [`STACK_TOP`]. A wasm shadow stack has no guard page: a kernel that overflows it
+//!   writes into the static area, never into the heap.
+//! - The allocator owns `[HEAP_START, capacity)`.
+
+/// Size of a WebAssembly page.
+pub const WASM_PAGE: u64 = 64 << 10;
+/// First offset a module's static data may use (clang's default `--global-base` is 1024).
+pub const STATIC_START: u64 = 1024;
+/// End of the static area.
+pub const STATIC_END: u64 = 15 << 20;
+/// Top of the shared kernel stack; the stack occupies `[STATIC_END, STACK_TOP)`.
+pub const STACK_TOP: u64 = 16 << 20;
+/// First offset of the allocator's heap.
+pub const HEAP_START: u64 = STACK_TOP;
+/// The smallest device memory that leaves room for a heap.
+pub const MIN_CAPACITY: u64 = 32 << 20;

@@ -1,0 +1,318 @@
+//! Kernel modules: checking a wasm module against the kernel-module contract
+//! of `wit/kernels.wit`, preparing it for a device, and compiling it.
+//!
+//! A module is checked once, device-independently:
+//! - its only import is `env.memory`, of the device's index type (32 or 64 bit);
+//! - every exported function is a kernel: parameters of the WIT `value-type`s,
+//!   no results; there is at least one;
+//! - it has no start function;
+//! - its static data (active data segments, up to an exported `__data_end`)
+//!   lies in the static area of `layout.rs`.
+//!
+//! Then it is rewritten in one place: its `__stack_pointer` global starts at
+//! the device's kernel stack ([`layout::STACK_TOP`]) instead of wherever its
+//! linker put it, and is exported as [`STACK_POINTER_EXPORT`] so the runtime
+//! can reset it after a trap leaves it unbalanced. Every other byte is kept.
+//! The result is compiled once per runtime and instantiated per device, where
+//! the device checks its static range against the modules already there.
+
+use std::borrow::Cow;
+
+use wasm_encoder::reencode::{Reencode, RoundtripReencoder};
+use wasmparser::{DataKind, ExternalKind, KnownCustom, Name, Operator, Parser, Payload, TypeRef, ValType};
+
+use crate::abi::{KernelInfo, ValueType};
+use crate::error::{Error, Result};
+use crate::layout;
+
+/// The export name under which a prepared module exposes its stack pointer.
+pub(crate) const STACK_POINTER_EXPORT: &str = "__openreg_stack_pointer";
+
+/// A checked, compiled kernel module, ready to be instantiated on devices.
+#[derive(Debug)]
+pub(crate) struct KernelModule {
+    pub(crate) name: String,
+    pub(crate) module: wasmtime::Module,
+    pub(crate) kernels: Vec<KernelInfo>,
+    /// `[start, end)` of the module's static data in device memory, if any.
+    pub(crate) static_range: Option<(u64, u64)>,
+    pub(crate) has_stack_pointer: bool,
+}
+
+#[derive(Clone, Copy)]
+struct GlobalInfo {
+    mutable: bool,
+    ty: ValType,
+    init: Option<u64>,
+}
+
+/// Checks, rewrites and compiles a module (binary or text format).
+pub(crate) fn prepare(engine: &wasmtime::Engine, name: &str, wasm: &[u8], memory64: bool) -> Result<KernelModule> {
+    let invalid = |reason: String| Error::InvalidModule { module: name.to_string(), reason };
+    let bytes: Cow<[u8]> = wat::parse_bytes(wasm).map_err(|e| invalid(format!("not a wasm module: {e}")))?;
+    let parsed = scan(&bytes, memory64).map_err(invalid)?;
+
+    let rewritten = match parsed.stack_pointer {
+        Some(index) => rewrite(&bytes, index, memory64).map_err(invalid)?,
+        None => bytes.to_vec(),
+    };
+    let module = wasmtime::Module::new(engine, &rewritten).map_err(|e| invalid(format!("{e:#}")))?;
+    Ok(KernelModule {
+        name: name.to_string(),
+        module,
+        kernels: parsed.kernels,
+        static_range: parsed.static_range,
+        has_stack_pointer: parsed.stack_pointer.is_some(),
+    })
+}
+
+struct Scan {
+    kernels: Vec<KernelInfo>,
+    static_range: Option<(u64, u64)>,
+    stack_pointer: Option<u32>,
+}
+
+fn scan(bytes: &[u8], memory64: bool) -> std::result::Result<Scan, String> {
+    let mut types = Vec::new();
+    let mut func_types = Vec::new();
+    let mut globals: Vec<GlobalInfo> = Vec::new();
+    let mut global_names: Option<Vec<(u32, String)>> = None;
+    let mut exports = Vec::new();
+    let mut data = Vec::new();
+    let mut memory_imported = false;
+    let err = |e: wasmparser::BinaryReaderError| e.to_string();
+
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.map_err(err)? {
+            Payload::TypeSection(reader) => {
+                for ty in reader.into_iter_err_on_gc_types() {
+                    types.push(ty.map_err(err)?);
+                }
+            }
+            Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    let import = import.map_err(err)?;
+                    match import.ty {
+                        TypeRef::Memory(mem)
+                            if import.module == "env" && import.name == "memory" && !memory_imported =>
+                        {
+                            if mem.memory64 != memory64 {
+                                return Err(format!(
+                                    "it imports a {}-bit memory but the device memory is {}-bit{}",
+                                    if mem.memory64 { 64 } else { 32 },
+                                    if memory64 { 64 } else { 32 },
+                                    if memory64 { " (build it for wasm64)" } else { " (build it for wasm32)" }
+                                ));
+                            }
+                            if mem.shared {
+                                return Err("it imports a shared memory; device memory is not shared".into());
+                            }
+                            memory_imported = true;
+                        }
+                        _ => {
+                            return Err(format!(
+                                "it imports `{}.{}`; a kernel module may import only its memory, as `env.memory` \
+                                 (link with --import-memory)",
+                                import.module, import.name
+                            ))
+                        }
+                    }
+                }
+            }
+            Payload::FunctionSection(reader) => {
+                for ty in reader {
+                    func_types.push(ty.map_err(err)?);
+                }
+            }
+            Payload::MemorySection(_) => {
+                return Err("it defines its own memory; a kernel module imports the device memory as `env.memory` \
+                            (link with --import-memory)"
+                    .into())
+            }
+            Payload::GlobalSection(reader) => {
+                for global in reader {
+                    let global = global.map_err(err)?;
+                    globals.push(GlobalInfo {
+                        mutable: global.ty.mutable,
+                        ty: global.ty.content_type,
+                        init: const_value(&global.init_expr),
+                    });
+                }
+            }
+            Payload::ExportSection(reader) => {
+                for export in reader {
+                    let export = export.map_err(err)?;
+                    exports.push((export.name.to_string(), export.kind, export.index));
+                }
+            }
+            Payload::StartSection { .. } => {
+                return Err("it has a start function; kernel modules must not run code when loaded".into())
+            }
+            Payload::DataSection(reader) => {
+                for segment in reader {
+                    let segment = segment.map_err(err)?;
+                    if let DataKind::Active { offset_expr, .. } = segment.kind {
+                        let start = const_value(&offset_expr)
+                            .ok_or("a data segment's offset is not a constant (PIC modules are not supported)")?;
+                        data.push((start, start + segment.data.len() as u64));
+                    }
+                }
+            }
+            Payload::CustomSection(reader) => {
+                if let KnownCustom::Name(names) = reader.as_known() {
+                    for name in names {
+                        if let Ok(Name::Global(map)) = name {
+                            let mut list = Vec::new();
+                            for naming in map.into_iter().flatten() {
+                                list.push((naming.index, naming.name.to_string()));
+                            }
+                            global_names = Some(list);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if !memory_imported {
+        return Err("it does not import `env.memory`; build it with --import-memory".into());
+    }
+
+    let mut kernels = Vec::new();
+    let mut data_end = None;
+    for (name, kind, index) in &exports {
+        match kind {
+            ExternalKind::Func => {
+                let ty = func_types
+                    .get(*index as usize)
+                    .and_then(|&t| types.get(t as usize))
+                    .ok_or_else(|| format!("export `{name}` names a function that does not exist"))?;
+                if !ty.results().is_empty() {
+                    return Err(format!("export `{name}` returns values; kernels return nothing"));
+                }
+                let params = ty
+                    .params()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        value_type(*t).ok_or_else(|| {
+                            format!(
+                                "kernel `{name}` parameter {i} is {t}; kernel parameters are i32, i64, f32 or f64 \
+                                 (wit/kernels.wit, value-type)"
+                            )
+                        })
+                    })
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                kernels.push(KernelInfo { name: name.clone(), params });
+            }
+            ExternalKind::Global if name == "__data_end" => {
+                data_end = globals.get(*index as usize).and_then(|g| g.init);
+            }
+            _ => {}
+        }
+    }
+    if kernels.is_empty() {
+        return Err("it exports no functions, so it has no kernels".into());
+    }
+
+    let static_range = match (data.iter().map(|d| d.0).min(), data.iter().map(|d| d.1).max()) {
+        (Some(start), Some(end)) => {
+            let end = end.max(data_end.unwrap_or(0));
+            if start < layout::STATIC_START || end > layout::STATIC_END {
+                return Err(format!(
+                    "its static data [{start:#x}, {end:#x}) lies outside the device's static area [{:#x}, {:#x}); \
+                     link it with a --global-base inside that area",
+                    layout::STATIC_START,
+                    layout::STATIC_END
+                ));
+            }
+            Some((start, end))
+        }
+        _ => None,
+    };
+
+    let pointer_type = if memory64 { ValType::I64 } else { ValType::I32 };
+    let stack_pointer = match &global_names {
+        Some(names) => names.iter().find(|(_, n)| n == "__stack_pointer").map(|&(i, _)| i),
+        // Without a name section, follow wasm-ld: the stack pointer is global 0.
+        None => globals
+            .first()
+            .filter(|g| g.mutable && g.ty == pointer_type && g.init.is_some_and(|v| v % 16 == 0 && v >= 1024))
+            .map(|_| 0),
+    };
+    if let Some(index) = stack_pointer {
+        let g = globals.get(index as usize).ok_or("`__stack_pointer` is not a global of the module")?;
+        if !g.mutable || g.ty != pointer_type {
+            return Err(format!("`__stack_pointer` is not a mutable {pointer_type} global"));
+        }
+    }
+    Ok(Scan { kernels, static_range, stack_pointer })
+}
+
+/// The value of a constant expression that is a single integer constant.
+fn const_value(expr: &wasmparser::ConstExpr) -> Option<u64> {
+    let mut ops = expr.get_operators_reader();
+    let value = match ops.read().ok()? {
+        Operator::I32Const { value } => u64::from(value as u32),
+        Operator::I64Const { value } => value as u64,
+        _ => return None,
+    };
+    matches!(ops.read().ok()?, Operator::End).then_some(value)
+}
+
+fn value_type(t: ValType) -> Option<ValueType> {
+    match t {
+        ValType::I32 => Some(ValueType::I32),
+        ValType::I64 => Some(ValueType::I64),
+        ValType::F32 => Some(ValueType::F32),
+        ValType::F64 => Some(ValueType::F64),
+        _ => None,
+    }
+}
+
+/// Re-encodes the global section (stack pointer starting at the kernel stack)
+/// and the export section (plus the stack-pointer export); copies the rest.
+fn rewrite(bytes: &[u8], stack_pointer: u32, memory64: bool) -> std::result::Result<Vec<u8>, String> {
+    let mut out = wasm_encoder::Module::new();
+    let err = |e: wasmparser::BinaryReaderError| e.to_string();
+    let mut reencoder = RoundtripReencoder;
+    for payload in Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(err)?;
+        match &payload {
+            Payload::GlobalSection(reader) => {
+                let mut section = wasm_encoder::GlobalSection::new();
+                for (index, global) in reader.clone().into_iter().enumerate() {
+                    let global = global.map_err(err)?;
+                    let ty = reencoder.global_type(global.ty).map_err(|e| e.to_string())?;
+                    let init = if index as u32 == stack_pointer {
+                        if memory64 {
+                            wasm_encoder::ConstExpr::i64_const(layout::STACK_TOP as i64)
+                        } else {
+                            wasm_encoder::ConstExpr::i32_const(layout::STACK_TOP as i32)
+                        }
+                    } else {
+                        reencoder.const_expr(global.init_expr).map_err(|e| e.to_string())?
+                    };
+                    section.global(ty, &init);
+                }
+                out.section(&section);
+            }
+            Payload::ExportSection(reader) => {
+                let mut section = wasm_encoder::ExportSection::new();
+                for export in reader.clone() {
+                    let export = export.map_err(err)?;
+                    let kind = reencoder.export_kind(export.kind).map_err(|e| e.to_string())?;
+                    section.export(export.name, kind, export.index);
+                }
+                section.export(STACK_POINTER_EXPORT, wasm_encoder::ExportKind::Global, stack_pointer);
+                out.section(&section);
+            }
+            other => {
+                if let Some((id, range)) = other.as_section() {
+                    out.section(&wasm_encoder::RawSection { id, data: &bytes[range] });
+                }
+            }
+        }
+    }
+    Ok(out.finish())
+}

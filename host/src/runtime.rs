@@ -1,0 +1,232 @@
+//! The runtime: the wasmtime engine, the device-address space, the devices
+//! (started lazily), the compiled-module cache, the events and the watchdog.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+use crate::abi::{DeviceIndex, DevicePtr, StreamRef};
+use crate::address_space::AddressSpace;
+use crate::config::Config;
+use crate::device::{lock, DeviceShared, EPOCH_TICK};
+use crate::error::{Error, Result};
+use crate::event::EventInner;
+use crate::module::{self, KernelModule};
+
+type CompiledEntry = (Vec<u8>, Arc<KernelModule>);
+
+/// A handle to the device runtime. Cloning it is cheap; all clones share the
+/// same devices. Its API is the device ABI of `wit/`: the traits in
+/// [`crate::abi`], which `Runtime` implements (see `api.rs`).
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<RuntimeInner>,
+}
+
+pub(crate) struct RuntimeInner {
+    pub(crate) config: Config,
+    engine: wasmtime::Engine,
+    pub(crate) space: AddressSpace,
+    devices: Vec<OnceLock<Arc<DeviceShared>>>,
+    starting: Mutex<()>,
+    /// Compiled modules by content hash, with the bytes to rule out collisions.
+    compiled: Mutex<HashMap<u64, Vec<CompiledEntry>>>,
+    pub(crate) events: Mutex<HashMap<u64, Arc<EventInner>>>,
+    pub(crate) next_event: AtomicU64,
+    ticker: Ticker,
+}
+
+impl Runtime {
+    /// A runtime with the given configuration. Devices start on first use.
+    pub fn new(config: Config) -> Result<Runtime> {
+        config.validate()?;
+        let mut wasm = wasmtime::Config::new();
+        wasm.wasm_simd(true)
+            .wasm_relaxed_simd(true)
+            .wasm_bulk_memory(true)
+            .wasm_multi_value(true)
+            .wasm_memory64(true)
+            .epoch_interruption(true)
+            .cranelift_opt_level(wasmtime::OptLevel::Speed)
+            // Device memory never moves: the reservation covers its full size.
+            .memory_reservation(config.memory_bytes.max(1 << 32))
+            .memory_may_move(false);
+        let engine = wasmtime::Engine::new(&wasm)
+            .map_err(|e| Error::DeviceLost { device: 0, reason: format!("cannot create the wasm engine: {e:#}") })?;
+        let space = AddressSpace::reserve(config.device_count, config.memory_bytes)?;
+        let ticker = Ticker::start(engine.clone());
+        Ok(Runtime {
+            inner: Arc::new(RuntimeInner {
+                devices: (0..config.device_count).map(|_| OnceLock::new()).collect(),
+                config,
+                engine,
+                space,
+                starting: Mutex::new(()),
+                compiled: Mutex::new(HashMap::new()),
+                events: Mutex::new(HashMap::new()),
+                next_event: AtomicU64::new(1),
+                ticker,
+            }),
+        })
+    }
+
+    /// A runtime configured from the `OPENREG_*` environment variables.
+    pub fn from_env() -> Result<Runtime> {
+        Runtime::new(Config::from_env()?)
+    }
+
+    /// The process-wide runtime, configured from the environment on first use.
+    pub fn global() -> Result<&'static Runtime> {
+        static GLOBAL: OnceLock<Result<Runtime>> = OnceLock::new();
+        GLOBAL.get_or_init(Runtime::from_env).as_ref().map_err(Clone::clone)
+    }
+
+    /// The runtime's configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Loads the text or binary wasm `wasm` onto a device; returns its module id.
+    /// Compiles once per runtime for the same bytes.
+    pub(crate) fn load(&self, device: DeviceIndex, name: &str, wasm: &[u8]) -> Result<u32> {
+        let dev = self.inner.device(device)?;
+        let module = self.inner.compile(name, wasm)?;
+        dev.load(module)
+    }
+
+    /// Copies device bytes into a host slice; waits as `copy-to-host` does.
+    pub fn copy_to_host_slice(&self, stream: StreamRef, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        let (dev, offset) = self.inner.resolve(src, stream.device, "source")?;
+        let len = dst.len() as u64;
+        dev.view.check(offset, len)?;
+        let ticket = dev.enqueue(
+            stream.id,
+            crate::device::Task::CopyOut { src: offset, dst: crate::memory_view::HostPtr(dst.as_mut_ptr()), len },
+        )?;
+        // Blocking until the copy has run keeps `dst` borrowed for as long as
+        // the executor may write it.
+        dev.wait(stream.id, Some(ticket))
+    }
+}
+
+impl RuntimeInner {
+    /// A started device; starts it on first use.
+    pub(crate) fn device(&self, index: DeviceIndex) -> Result<&Arc<DeviceShared>> {
+        let slot =
+            self.devices.get(index as usize).ok_or(Error::InvalidDevice { index, count: self.config.device_count })?;
+        if let Some(dev) = slot.get() {
+            return Ok(dev);
+        }
+        let _guard = lock(&self.starting);
+        if let Some(dev) = slot.get() {
+            return Ok(dev);
+        }
+        let dev = DeviceShared::start(
+            &self.engine,
+            index,
+            self.config.memory_bytes,
+            self.config.memory64,
+            self.config.kernel_timeout,
+        )?;
+        if !self.config.memory64 {
+            let builtin =
+                self.compile(openreg_device_kernels::BUILTIN_MODULE_NAME, openreg_device_kernels::BUILTIN_WASM)?;
+            dev.load(builtin)?;
+        }
+        Ok(slot.get_or_init(|| dev))
+    }
+
+    /// Compiles a module once per runtime and content.
+    pub(crate) fn compile(&self, name: &str, wasm: &[u8]) -> Result<Arc<KernelModule>> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        wasm.hash(&mut hasher);
+        name.hash(&mut hasher);
+        let key = hasher.finish();
+        if let Some(found) =
+            lock(&self.compiled).get(&key).and_then(|v| v.iter().find(|(b, m)| b == wasm && m.name == name))
+        {
+            return Ok(Arc::clone(&found.1));
+        }
+        let module = Arc::new(module::prepare(&self.engine, name, wasm, self.config.memory64)?);
+        lock(&self.compiled).entry(key).or_default().push((wasm.to_vec(), Arc::clone(&module)));
+        Ok(module)
+    }
+
+    /// The device and offset of a device address that must be on `expected`.
+    pub(crate) fn resolve(
+        &self,
+        ptr: DevicePtr,
+        expected: DeviceIndex,
+        what: &str,
+    ) -> Result<(&Arc<DeviceShared>, u64)> {
+        let (device, offset) = self.decode(ptr)?;
+        if device != expected {
+            return Err(Error::WrongDevice { what: format!("the {what} pointer {ptr:#x}"), expected, actual: device });
+        }
+        Ok((self.device(device)?, offset))
+    }
+
+    /// The device and offset of any device address.
+    pub(crate) fn decode(&self, ptr: DevicePtr) -> Result<(DeviceIndex, u64)> {
+        if ptr == 0 {
+            return Err(Error::InvalidPointer { ptr, reason: "null pointer" });
+        }
+        let (device, offset) = self
+            .space
+            .decode(ptr)
+            .ok_or(Error::InvalidPointer { ptr, reason: "not a device address of this runtime" })?;
+        Ok((device, offset))
+    }
+
+    /// Started devices, without starting any.
+    pub(crate) fn started(&self) -> impl Iterator<Item = &Arc<DeviceShared>> {
+        self.devices.iter().filter_map(OnceLock::get)
+    }
+
+    pub(crate) fn event(&self, id: u64) -> Result<Arc<EventInner>> {
+        lock(&self.events).get(&id).cloned().ok_or(Error::InvalidEvent { event: id, reason: "no such event" })
+    }
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        for dev in self.started() {
+            dev.shutdown();
+        }
+        self.ticker.stop();
+    }
+}
+
+/// The watchdog's clock: advances the engine's epoch every [`EPOCH_TICK`];
+/// a kernel whose deadline (in ticks) passes traps with `Interrupt`.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Ticker {
+    fn start(engine: wasmtime::Engine) -> Ticker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("openreg-watchdog".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .ok();
+        Ticker { stop, thread: Mutex::new(thread) }
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = lock(&self.thread).take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}

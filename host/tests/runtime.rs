@@ -1,0 +1,631 @@
+//! Integration tests of the device runtime through its public API (the WIT traits).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openreg_host::abi::*;
+use openreg_host::{Config, Error, Runtime};
+
+const MIB: u64 = 1 << 20;
+
+/// Two 64 MiB devices: small enough that a stray 32-bit address traps.
+fn runtime() -> Runtime {
+    Runtime::new(Config {
+        device_count: 2,
+        memory_bytes: 64 * MIB,
+        memory64: false,
+        kernel_timeout: Duration::from_secs(20),
+    })
+    .unwrap()
+}
+
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn upload(rt: &Runtime, stream: StreamRef, values: &[f32]) -> DevicePtr {
+    let ptr = rt.allocate(stream.device, values.len() as u64 * 4, stream).unwrap();
+    rt.copy_to_device(stream, ptr, &f32_bytes(values)).unwrap();
+    ptr
+}
+
+fn download(rt: &Runtime, stream: StreamRef, ptr: DevicePtr, n: usize) -> Vec<f32> {
+    f32s(&rt.copy_to_host(stream, ptr, n as u64 * 4).unwrap())
+}
+
+fn launch(rt: &Runtime, stream: StreamRef, name: &str, args: &[KernelArg]) -> Result<(), Error> {
+    let kernel = rt.find_kernel(stream.device, name)?;
+    rt.launch(stream, kernel, args)
+}
+
+use KernelArg::{Ptr, F32, I32};
+
+/// A kernel that spins for `n` iterations: keeps an executor busy.
+const SPIN_WAT: &str = r#"(module
+  (import "env" "memory" (memory 1))
+  (func (export "spin") (param $n i32) (local $i i32)
+    (loop $l
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (local.get $n))))))"#;
+
+/// Kernels that fault in each way a kernel can.
+const FAULTS_WAT: &str = r#"(module
+  (import "env" "memory" (memory 1))
+  (func (export "store_at") (param $addr i32) (param $v i32)
+    (i32.store (local.get $addr) (local.get $v)))
+  (func (export "oob") (i32.store (i32.const 0xfffffff0) (i32.const 1)))
+  (func (export "abort") unreachable)
+  (func $recurse (export "recurse") (param i32) (call $recurse (i32.add (local.get 0) (i32.const 1))))
+  (func (export "divide") (param i32) (drop (i32.div_s (i32.const 1) (local.get 0))))
+  (func (export "forever") (loop $l (br $l))))"#;
+
+// ---- devices and addresses ---------------------------------------------------
+
+#[test]
+fn devices_report_count_and_properties() {
+    let rt = runtime();
+    assert_eq!(rt.device_count(), 2);
+    let p = rt.properties(1).unwrap();
+    assert_eq!((p.index, p.capacity_bytes, p.memory64, p.kernel_timeout_ms), (1, 64 * MIB, false, 20_000));
+}
+
+#[test]
+fn a_bad_device_index_says_how_many_devices_there_are() {
+    let rt = runtime();
+    let err = rt.properties(2).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidDevice);
+    assert_eq!(err.to_string(), "invalid device index 2: there are 2 openreg devices (openreg:0 to openreg:1)");
+    assert!(rt.default_stream(7).is_err());
+}
+
+#[test]
+fn device_of_names_the_owning_device() {
+    let rt = runtime();
+    let a = rt.allocate(0, 100, rt.default_stream(0).unwrap()).unwrap();
+    let b = rt.allocate(1, 100, rt.default_stream(1).unwrap()).unwrap();
+    assert_eq!(rt.device_of(a), Some(0));
+    assert_eq!(rt.device_of(b), Some(1));
+    assert_eq!(rt.device_of(0), None);
+    let host = Box::new(0u8);
+    assert_eq!(rt.device_of(&*host as *const u8 as u64), None);
+}
+
+#[test]
+fn configuration_comes_from_the_environment_and_bad_values_are_named() {
+    // Only this test touches these variables.
+    std::env::set_var("OPENREG_DEVICE_COUNT", "3");
+    std::env::set_var("OPENREG_DEVICE_MEMORY", "96MiB");
+    let config = Config::from_env().unwrap();
+    assert_eq!((config.device_count, config.memory_bytes), (3, 96 * MIB));
+    std::env::set_var("OPENREG_DEVICE_MEMORY", "lots");
+    let err = Config::from_env().unwrap_err();
+    assert!(err.to_string().starts_with("OPENREG_DEVICE_MEMORY=\"lots\""), "{err}");
+    std::env::remove_var("OPENREG_DEVICE_COUNT");
+    std::env::remove_var("OPENREG_DEVICE_MEMORY");
+}
+
+// ---- copies --------------------------------------------------------------------
+
+#[test]
+fn host_to_device_to_host_round_trips_bytes() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    for len in [1u64, 7, 512, 4096, 3 * MIB + 5] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+        let p = rt.allocate(0, len, s).unwrap();
+        rt.copy_to_device(s, p, &data).unwrap();
+        assert_eq!(rt.copy_to_host(s, p, len).unwrap(), data);
+        // A copy into the middle of a block, at an odd offset.
+        if len > 8 {
+            rt.copy_to_device(s, p + 3, &[9, 9, 9]).unwrap();
+            assert_eq!(rt.copy_to_host(s, p + 2, 5).unwrap(), vec![data[2], 9, 9, 9, data[6]]);
+        }
+        rt.free(p).unwrap();
+    }
+}
+
+#[test]
+fn async_copies_from_and_to_host_memory_complete_at_synchronize() {
+    let rt = runtime();
+    let s = rt.create_stream(0, 0).unwrap();
+    let src: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; src.len()];
+    let p = rt.allocate(0, src.len() as u64, s).unwrap();
+    // SAFETY: both buffers outlive the synchronize below and are untouched until then.
+    unsafe {
+        rt.copy_to_device_async(s, p, src.as_ptr() as u64, src.len() as u64).unwrap();
+        rt.copy_to_host_async(s, dst.as_mut_ptr() as u64, p, src.len() as u64).unwrap();
+    }
+    rt.synchronize_stream(s).unwrap();
+    assert_eq!(dst, src);
+}
+
+#[test]
+fn device_to_device_copies_work_on_one_device_and_between_devices() {
+    let rt = runtime();
+    let (s0, s1) = (rt.default_stream(0).unwrap(), rt.default_stream(1).unwrap());
+    let values: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
+    let a = upload(&rt, s0, &values);
+    let b = rt.allocate(0, 4000, s0).unwrap();
+    rt.copy_device_to_device(s0, b, a, 4000).unwrap();
+    assert_eq!(download(&rt, s0, b, 1000), values);
+    // Overlapping copy within one device has memmove semantics.
+    rt.copy_device_to_device(s0, b + 4, b, 400).unwrap();
+    let moved = download(&rt, s0, b, 101);
+    assert_eq!(moved[1..], values[..100]);
+    // To another device, queued on either device's stream.
+    let c = rt.allocate(1, 4000, s1).unwrap();
+    rt.copy_device_to_device(s0, c, a, 4000).unwrap();
+    rt.synchronize_stream(s0).unwrap();
+    assert_eq!(download(&rt, s1, c, 1000), values);
+    let d = rt.allocate(0, 4000, s0).unwrap();
+    rt.copy_device_to_device(s1, d, c, 4000).unwrap();
+    rt.synchronize_stream(s1).unwrap();
+    assert_eq!(download(&rt, s0, d, 1000), values);
+}
+
+#[test]
+fn copies_outside_device_memory_or_on_the_wrong_device_are_rejected() {
+    let rt = runtime();
+    let s0 = rt.default_stream(0).unwrap();
+    let p = rt.allocate(0, 1024, s0).unwrap();
+    let err = rt.copy_to_host(s0, p, 64 * MIB).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::OutOfBounds);
+    assert!(err.to_string().contains("outside openreg:0's 64.0 MiB memory"), "{err}");
+    let err = rt.copy_to_device(rt.default_stream(1).unwrap(), p, &[1, 2, 3]).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::WrongDevice);
+    assert_eq!(rt.copy_to_host(s0, 0, 4).unwrap_err().code(), ErrorCode::InvalidPointer);
+    assert_eq!(rt.copy_to_host(s0, 12345, 4).unwrap_err().code(), ErrorCode::InvalidPointer);
+    // The device still works.
+    rt.copy_to_device(s0, p, &[1, 2, 3]).unwrap();
+    assert_eq!(rt.copy_to_host(s0, p, 3).unwrap(), [1, 2, 3]);
+}
+
+// ---- built-in kernels -----------------------------------------------------------
+
+#[test]
+fn builtin_kernels_match_a_native_loop() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    let n = 1003; // not a multiple of the SIMD width
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 7.0).collect();
+    let b: Vec<f32> = (0..n).map(|i| (i as f32).sin()).collect();
+    let (pa, pb) = (upload(&rt, s, &a), upload(&rt, s, &b));
+    let out = rt.allocate(0, n as u64 * 4, s).unwrap();
+    launch(&rt, s, "add_f32", &[Ptr(out), Ptr(pa), Ptr(pb), I32(n as i32)]).unwrap();
+    let expected: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert_eq!(download(&rt, s, out, n), expected);
+
+    // In place and at an unaligned address.
+    launch(&rt, s, "add_f32", &[Ptr(pa + 4), Ptr(pa + 4), Ptr(pb), I32(n as i32 - 1)]).unwrap();
+    let got = download(&rt, s, pa, n);
+    assert_eq!(got[0], a[0]);
+    for i in 1..n {
+        assert_eq!(got[i], a[i] + b[i - 1]);
+    }
+
+    launch(&rt, s, "fill_f32", &[Ptr(out), I32(n as i32), F32(2.5)]).unwrap();
+    assert!(download(&rt, s, out, n).iter().all(|&v| v == 2.5));
+    launch(&rt, s, "fill_u8", &[Ptr(out), I32(4 * n as i32), I32(0)]).unwrap();
+    assert!(download(&rt, s, out, n).iter().all(|&v| v == 0.0));
+    launch(&rt, s, "copy_bytes", &[Ptr(out), Ptr(pb), I32(4 * n as i32)]).unwrap();
+    assert_eq!(download(&rt, s, out, n), b);
+    launch(&rt, s, "noop", &[]).unwrap();
+    rt.synchronize_device(0).unwrap();
+}
+
+#[test]
+fn launch_arguments_are_checked_against_the_kernel_signature() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    let p = rt.allocate(0, 64, s).unwrap();
+    let err = launch(&rt, s, "fill_f32", &[Ptr(p), I32(16)]).unwrap_err();
+    assert_eq!(err.to_string(), "invalid argument: kernel `fill_f32` takes 3 arguments, 2 given");
+    let err = launch(&rt, s, "fill_f32", &[Ptr(p), I32(16), I32(1)]).unwrap_err();
+    assert!(err.to_string().contains("parameter 2 is f32"), "{err}");
+    let err = launch(&rt, s, "no_such_kernel", &[]).unwrap_err();
+    assert_eq!(err.to_string(), "no kernel named `no_such_kernel` is loaded on openreg:0");
+    let kernels = rt.module_kernels(0, 0).unwrap();
+    let fill = kernels.iter().find(|k| k.name == "fill_f32").unwrap();
+    assert_eq!(fill.params, [ValueType::I32, ValueType::I32, ValueType::F32]);
+}
+
+// ---- isolation and faults ------------------------------------------------------
+
+#[test]
+fn a_kernel_on_one_device_cannot_reach_another_devices_memory() {
+    let rt = runtime();
+    let (s0, s1) = (rt.default_stream(0).unwrap(), rt.default_stream(1).unwrap());
+    rt.load_module(0, "faults", FAULTS_WAT.as_bytes()).unwrap();
+    let theirs = upload(&rt, s1, &[1.0; 4]);
+    // A device-1 pointer is refused for a device-0 launch...
+    let err = launch(&rt, s0, "store_at", &[Ptr(theirs), I32(7)]).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::WrongDevice);
+    // ...and the same offset as a plain integer addresses device 0's own memory.
+    let offset = theirs - (theirs - theirs % (64 * MIB)); // offset within its device
+    let (ours, _) = (rt.allocate(0, 16, s0).unwrap(), ());
+    let _ = ours;
+    launch(&rt, s0, "store_at", &[I32(offset as i32), I32(7)]).unwrap();
+    rt.synchronize_device(0).unwrap();
+    assert_eq!(download(&rt, s1, theirs, 4), [1.0; 4], "device 1 is untouched");
+}
+
+#[test]
+fn a_trapping_kernel_reports_kernel_device_and_trap_and_the_device_stays_usable() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    rt.load_module(0, "faults", FAULTS_WAT.as_bytes()).unwrap();
+    let cases = [
+        ("oob", vec![], TrapKind::OutOfBounds),
+        ("abort", vec![], TrapKind::Unreachable),
+        ("recurse", vec![I32(0)], TrapKind::StackOverflow),
+        ("divide", vec![I32(0)], TrapKind::IntegerDivideByZero),
+    ];
+    for (name, args, kind) in cases {
+        launch(&rt, s, name, &args).unwrap(); // the launch itself is queued fine
+        let err = rt.synchronize_stream(s).unwrap_err();
+        match &err {
+            Error::KernelTrap { device: 0, kernel, trap, .. } => {
+                assert_eq!((kernel.as_str(), *trap), (name, kind));
+            }
+            other => panic!("{name}: expected a trap, got {other}"),
+        }
+        assert!(err.to_string().starts_with(&format!("kernel `{name}` trapped on openreg:0: {}", kind.wit_name())));
+        // The error was reported once; the device keeps working.
+        rt.synchronize_stream(s).unwrap();
+        let p = upload(&rt, s, &[1.0, 2.0]);
+        launch(&rt, s, "add_f32", &[Ptr(p), Ptr(p), Ptr(p), I32(2)]).unwrap();
+        assert_eq!(download(&rt, s, p, 2), [2.0, 4.0]);
+    }
+}
+
+#[test]
+fn an_error_on_a_stream_surfaces_at_the_next_synchronizing_call() {
+    let rt = runtime();
+    rt.load_module(0, "faults", FAULTS_WAT.as_bytes()).unwrap();
+    let s = rt.create_stream(0, 0).unwrap();
+    let p = upload(&rt, s, &[3.0]);
+    launch(&rt, s, "abort", &[]).unwrap();
+    launch(&rt, s, "fill_f32", &[Ptr(p), I32(1), F32(5.0)]).unwrap();
+    // A blocking copy is a synchronizing call: it reports the earlier trap.
+    let err = rt.copy_to_host(s, p, 4).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::KernelTrap);
+    // Work queued after the trap still ran.
+    assert_eq!(download(&rt, s, p, 1), [5.0]);
+    // Device-wide synchronize reports errors of any stream.
+    launch(&rt, s, "abort", &[]).unwrap();
+    assert_eq!(rt.synchronize_device(0).unwrap_err().code(), ErrorCode::KernelTrap);
+    rt.synchronize_device(0).unwrap();
+}
+
+#[test]
+fn the_watchdog_stops_a_runaway_kernel() {
+    let rt = Runtime::new(Config {
+        kernel_timeout: Duration::from_millis(200),
+        memory_bytes: 64 * MIB,
+        ..Config::default()
+    })
+    .unwrap();
+    rt.load_module(0, "faults", FAULTS_WAT.as_bytes()).unwrap();
+    let s = rt.default_stream(0).unwrap();
+    launch(&rt, s, "forever", &[]).unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err();
+    assert_eq!(err, Error::KernelTimeout { device: 0, kernel: "forever".into(), limit_ms: 200 }, "{err}");
+    let p = upload(&rt, s, &[1.5]);
+    launch(&rt, s, "add_f32", &[Ptr(p), Ptr(p), Ptr(p), I32(1)]).unwrap();
+    assert_eq!(download(&rt, s, p, 1), [3.0]);
+}
+
+// ---- modules --------------------------------------------------------------------
+
+fn data_module(base: u32, value: u8) -> String {
+    format!(
+        r#"(module
+  (import "env" "memory" (memory 1))
+  (data (i32.const {base}) "{escaped}{escaped}{escaped}{escaped}")
+  (func (export "read_static_{value}") (param $out i32)
+    (i32.store8 (local.get $out) (i32.load8_u (i32.const {base})))))"#,
+        escaped = format!("\\{value:02x}")
+    )
+}
+
+#[test]
+fn modules_with_overlapping_static_data_are_rejected_and_disjoint_ones_coexist() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    rt.load_module(0, "first", data_module(0x20000, 0xaa).as_bytes()).unwrap();
+    let err = rt.load_module(0, "second", data_module(0x20002, 0xbb).as_bytes()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ModuleConflict);
+    let text = err.to_string();
+    assert!(text.contains("`second` conflicts with `first` on openreg:0"), "{text}");
+    assert!(text.contains("--global-base="), "{text}");
+    // A module placed elsewhere loads, and both work on the same tensor.
+    rt.load_module(0, "third", data_module(0x30000, 0xcc).as_bytes()).unwrap();
+    let p = rt.allocate(0, 2, s).unwrap();
+    launch(&rt, s, "read_static_170", &[Ptr(p)]).unwrap();
+    launch(&rt, s, "read_static_204", &[Ptr(p + 1)]).unwrap();
+    assert_eq!(rt.copy_to_host(s, p, 2).unwrap(), [0xaa, 0xcc]);
+    // The same module on the other device has its own static area.
+    rt.load_module(1, "second", data_module(0x20002, 0xbb).as_bytes()).unwrap();
+}
+
+#[test]
+fn modules_that_break_the_kernel_contract_are_rejected_with_the_reason() {
+    let rt = runtime();
+    let cases: [(&str, &str); 8] = [
+        (
+            "(module (import \"env\" \"log\" (func)) (import \"env\" \"memory\" (memory 1)) (func (export \"k\")))",
+            "imports `env.log`",
+        ),
+        ("(module (memory 1) (func (export \"k\")))", "defines its own memory"),
+        (
+            "(module (import \"env\" \"memory\" (memory 1)) (func $s) (start $s) (func (export \"k\")))",
+            "start function",
+        ),
+        (
+            "(module (import \"env\" \"memory\" (memory 1)) (func (export \"k\") (result i32) i32.const 0))",
+            "returns values",
+        ),
+        ("(module (import \"env\" \"memory\" (memory 1)) (func (export \"k\") (param v128)))", "parameter 0 is v128"),
+        (
+            "(module (import \"env\" \"memory\" (memory 1)) (data (i32.const 0x4000000) \"x\") (func (export \"k\")))",
+            "outside the device's static area",
+        ),
+        ("(module (import \"env\" \"memory\" (memory i64 1)) (func (export \"k\")))", "64-bit memory"),
+        ("not wasm at all", "not a wasm module"),
+    ];
+    for (wat, reason) in cases {
+        let err = rt.load_module(0, "bad", wat.as_bytes()).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidModule, "{err}");
+        assert!(err.to_string().contains(reason), "expected `{reason}` in: {err}");
+    }
+    // Nothing was loaded: only the built-in library is there.
+    assert!(rt.module_kernels(0, 1).is_err());
+}
+
+#[test]
+fn a_c_kernel_module_runs_beside_the_builtin_library() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    let id = rt
+        .load_module(0, openreg_device_kernels::EXAMPLE_C_MODULE_NAME, openreg_device_kernels::EXAMPLE_C_WASM)
+        .unwrap();
+    assert_eq!(id, 1);
+    let n = 1001;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 - 500.0).collect();
+    let px = upload(&rt, s, &x);
+    let out = rt.allocate(0, n as u64 * 4, s).unwrap();
+    launch(&rt, s, "scale_f32", &[Ptr(out), Ptr(px), I32(n as i32), F32(-1.5)]).unwrap();
+    // The built-in library works on the same tensor after it.
+    launch(&rt, s, "add_f32", &[Ptr(out), Ptr(out), Ptr(px), I32(n as i32)]).unwrap();
+    let expected: Vec<f32> = x.iter().map(|v| v * -1.5 + v).collect();
+    assert_eq!(download(&rt, s, out, n), expected);
+    // A kernel that reads the module's static data (a lookup table).
+    let bytes: Vec<u8> = (0..=255).collect();
+    let pin = rt.allocate(0, 256, s).unwrap();
+    rt.copy_to_device(s, pin, &bytes).unwrap();
+    let pout = rt.allocate(0, 256, s).unwrap();
+    launch(&rt, s, "lut_u8", &[Ptr(pout), Ptr(pin), I32(256)]).unwrap();
+    let mapped = rt.copy_to_host(s, pout, 256).unwrap();
+    assert_ne!(mapped, bytes, "the table changes the bytes");
+    // The same module on both devices: compiled once, instantiated per device.
+    rt.load_module(1, openreg_device_kernels::EXAMPLE_C_MODULE_NAME, openreg_device_kernels::EXAMPLE_C_WASM).unwrap();
+}
+
+#[test]
+fn a_memory64_device_addresses_beyond_4_gib() {
+    let rt =
+        Runtime::new(Config { device_count: 1, memory_bytes: 5 << 30, memory64: true, ..Config::default() }).unwrap();
+    let s = rt.default_stream(0).unwrap();
+    let wat = r#"(module (import "env" "memory" (memory i64 1))
+      (func (export "store64") (param $p i64) (param $v i32) (i32.store (local.get $p) (local.get $v))))"#;
+    rt.load_module(0, "m64", wat.as_bytes()).unwrap();
+    let big = rt.allocate(0, (4 << 30) + 64, s).unwrap();
+    let past_4g = big + (4 << 30);
+    launch(&rt, s, "store64", &[Ptr(past_4g), I32(0x1234_5678)]).unwrap();
+    assert_eq!(rt.copy_to_host(s, past_4g, 4).unwrap(), 0x1234_5678u32.to_le_bytes());
+    // The wasm32 built-in library does not fit a memory64 device: it says so.
+    let err = rt.load_module(0, "builtin", openreg_device_kernels::BUILTIN_WASM).unwrap_err();
+    assert!(err.to_string().contains("imports a 32-bit memory but the device memory is 64-bit"), "{err}");
+}
+
+// ---- memory --------------------------------------------------------------------
+
+#[test]
+fn memory_statistics_return_to_baseline_after_frees_and_empty_cache() {
+    let rt = runtime();
+    let s = rt.default_stream(1).unwrap();
+    let base = rt.stats(1).unwrap();
+    let ptrs: Vec<_> = (1..50u64).map(|i| rt.allocate(1, i * 10_000, s).unwrap()).collect();
+    let during = rt.stats(1).unwrap();
+    assert_eq!(during.active_blocks, 49);
+    assert!(during.allocated_bytes >= (1..50u64).map(|i| i * 10_000).sum::<u64>());
+    assert!(rt.mem_get_info(1).unwrap().free_bytes < rt.mem_get_info(1).unwrap().total_bytes);
+    for p in ptrs {
+        rt.free(p).unwrap();
+    }
+    assert_eq!(rt.stats(1).unwrap().allocated_bytes, base.allocated_bytes);
+    rt.empty_cache(1).unwrap();
+    let after = rt.stats(1).unwrap();
+    assert_eq!((after.reserved_bytes, after.segments), (base.reserved_bytes, base.segments));
+    let info = rt.mem_get_info(1).unwrap();
+    assert_eq!(info.free_bytes, info.total_bytes);
+    assert!(after.peak_allocated_bytes >= during.allocated_bytes);
+    rt.reset_peak_stats(1).unwrap();
+    assert_eq!(rt.stats(1).unwrap().peak_allocated_bytes, 0);
+    assert_eq!(rt.free(0), Ok(()));
+}
+
+#[test]
+fn out_of_memory_states_device_request_and_usage_and_the_device_recovers() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    let held = rt.allocate(0, 40 * MIB, s).unwrap();
+    let err = rt.allocate(0, 20 * MIB, s).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::OutOfMemory);
+    assert_eq!(
+        err.to_string(),
+        "out of memory on openreg:0: tried to allocate 20.0 MiB; 40.0 MiB of 48.0 MiB reserved (40.0 MiB allocated, 8.0 MiB free)"
+    );
+    rt.free(held).unwrap();
+    rt.allocate(0, 20 * MIB, s).unwrap();
+    assert_eq!(rt.stats(0).unwrap().ooms, 1);
+}
+
+#[test]
+fn memory_freed_while_another_stream_uses_it_is_not_reused_early() {
+    let rt = runtime();
+    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let (s, other) = (rt.default_stream(0).unwrap(), rt.create_stream(0, 0).unwrap());
+    let p = rt.allocate(0, 4096, s).unwrap();
+    launch(&rt, other, "spin", &[I32(200_000_000)]).unwrap();
+    rt.record_stream(p, other).unwrap();
+    rt.free(p).unwrap();
+    let q = rt.allocate(0, 4096, s).unwrap();
+    assert_ne!(p, q, "handed out while `other` may still use it");
+    rt.synchronize_stream(other).unwrap();
+    let r = rt.allocate(0, 4096, s).unwrap();
+    assert_eq!(r, p, "reused once `other` has passed the free");
+}
+
+// ---- streams and events -----------------------------------------------------
+
+#[test]
+fn enqueue_returns_before_the_work_runs() {
+    let rt = runtime();
+    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let s = rt.create_stream(0, 0).unwrap();
+    let e = rt.create_event(false);
+    launch(&rt, s, "spin", &[I32(400_000_000)]).unwrap();
+    rt.record_event(e, s).unwrap();
+    // The launch has returned; the kernel is still running.
+    assert!(!rt.query_stream(s).unwrap());
+    assert!(!rt.query_event(e).unwrap());
+    rt.synchronize_event(e).unwrap();
+    assert!(rt.query_event(e).unwrap());
+    assert!(rt.query_stream(s).unwrap());
+}
+
+#[test]
+fn work_on_one_stream_runs_in_order() {
+    let rt = runtime();
+    let s = rt.create_stream(0, 0).unwrap();
+    let one = upload(&rt, s, &[1.0; 64]);
+    let acc = rt.allocate(0, 256, s).unwrap();
+    launch(&rt, s, "fill_f32", &[Ptr(acc), I32(64), F32(0.0)]).unwrap();
+    for i in 0..500 {
+        launch(&rt, s, "add_f32", &[Ptr(acc), Ptr(acc), Ptr(one), I32(64)]).unwrap();
+        if i == 250 {
+            launch(&rt, s, "copy_bytes", &[Ptr(acc + 4), Ptr(acc), I32(4)]).unwrap();
+        }
+    }
+    let got = download(&rt, s, acc, 64);
+    assert_eq!(got[0], 500.0);
+    assert_eq!(got[1], 500.0);
+}
+
+#[test]
+fn a_stream_waits_for_an_event_recorded_on_another_stream_or_device() {
+    let rt = runtime();
+    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let producer = rt.create_stream(0, 0).unwrap();
+    let consumer = rt.create_stream(0, 0).unwrap();
+    let remote = rt.create_stream(1, 0).unwrap();
+    let p = rt.allocate(0, 400, producer).unwrap();
+    let q = rt.allocate(1, 400, remote).unwrap();
+    let ready = rt.create_event(false);
+    launch(&rt, producer, "spin", &[I32(100_000_000)]).unwrap();
+    launch(&rt, producer, "fill_f32", &[Ptr(p), I32(100), F32(9.0)]).unwrap();
+    rt.record_event(ready, producer).unwrap();
+    rt.wait_event(consumer, ready).unwrap();
+    rt.wait_event(remote, ready).unwrap();
+    // Both consumers copy only after the producer's fill.
+    let local = rt.allocate(0, 400, consumer).unwrap();
+    rt.copy_device_to_device(consumer, local, p, 400).unwrap();
+    rt.copy_device_to_device(remote, q, p, 400).unwrap();
+    assert_eq!(download(&rt, consumer, local, 100), [9.0; 100]);
+    assert_eq!(download(&rt, remote, q, 100), [9.0; 100]);
+}
+
+#[test]
+fn a_higher_priority_stream_runs_first_when_the_device_is_busy() {
+    let rt = runtime();
+    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let range = rt.stream_priority_range();
+    assert_eq!((range.least, range.greatest), (0, -2));
+    let busy = rt.create_stream(0, 0).unwrap();
+    let low = rt.create_stream(0, 0).unwrap();
+    let high = rt.create_stream(0, -100).unwrap(); // clamped, as in CUDA
+    assert_eq!(rt.stream_priority(high).unwrap(), -2);
+    let (e_low, e_high) = (rt.create_event(true), rt.create_event(true));
+    launch(&rt, busy, "spin", &[I32(300_000_000)]).unwrap();
+    launch(&rt, low, "spin", &[I32(20_000_000)]).unwrap();
+    rt.record_event(e_low, low).unwrap();
+    launch(&rt, high, "spin", &[I32(20_000_000)]).unwrap();
+    rt.record_event(e_high, high).unwrap();
+    rt.synchronize_device(0).unwrap();
+    let high_to_low = rt.elapsed_time(e_high, e_low).unwrap();
+    assert!(high_to_low > 0.0, "the high-priority stream finished {high_to_low} ms after the low one");
+}
+
+#[test]
+fn event_elapsed_time_is_positive_and_misuse_is_an_error() {
+    let rt = runtime();
+    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let s = rt.default_stream(0).unwrap();
+    let (start, end) = (rt.create_event(true), rt.create_event(true));
+    assert!(rt.query_event(start).unwrap(), "a never-recorded event counts as complete");
+    let err = rt.elapsed_time(start, end).unwrap_err();
+    assert_eq!(err.to_string(), format!("event {start}: has not been recorded"));
+    rt.record_event(start, s).unwrap();
+    launch(&rt, s, "spin", &[I32(50_000_000)]).unwrap();
+    rt.record_event(end, s).unwrap();
+    rt.synchronize_event(end).unwrap();
+    let ms = rt.elapsed_time(start, end).unwrap();
+    assert!(ms > 0.0, "{ms}");
+    let untimed = rt.create_event(false);
+    rt.record_event(untimed, s).unwrap();
+    rt.synchronize_event(untimed).unwrap();
+    assert_eq!(rt.elapsed_time(untimed, end).unwrap_err().code(), ErrorCode::InvalidEvent);
+    rt.destroy_event(untimed).unwrap();
+    assert_eq!(rt.destroy_event(untimed).unwrap_err().code(), ErrorCode::InvalidEvent);
+    assert_eq!(rt.record_event(untimed, s).unwrap_err().code(), ErrorCode::InvalidEvent);
+    let err = rt.query_stream(StreamRef { device: 0, id: 99 }).unwrap_err();
+    assert_eq!(err.to_string(), "openreg:0 has no stream 99");
+}
+
+#[test]
+fn many_host_threads_share_two_devices() {
+    let rt = Arc::new(runtime());
+    let threads: Vec<_> = (0..8u32)
+        .map(|t| {
+            let rt = Arc::clone(&rt);
+            std::thread::spawn(move || {
+                let device = t % 2;
+                let s = if t < 4 { rt.default_stream(device).unwrap() } else { rt.create_stream(device, 0).unwrap() };
+                for round in 0..40 {
+                    let n = 100 + (t * 37 + round) as usize % 300;
+                    let a: Vec<f32> = (0..n).map(|i| (i as u32 * (t + 1)) as f32).collect();
+                    let pa = upload(&rt, s, &a);
+                    let out = rt.allocate(device, n as u64 * 4, s).unwrap();
+                    launch(&rt, s, "add_f32", &[Ptr(out), Ptr(pa), Ptr(pa), I32(n as i32)]).unwrap();
+                    let expected: Vec<f32> = a.iter().map(|v| v * 2.0).collect();
+                    assert_eq!(download(&rt, s, out, n), expected);
+                    rt.free(pa).unwrap();
+                    rt.free(out).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for d in 0..2 {
+        rt.synchronize_device(d).unwrap();
+        assert_eq!(rt.stats(d).unwrap().allocated_bytes, 0);
+    }
+}
