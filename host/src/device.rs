@@ -368,18 +368,32 @@ impl DeviceShared {
                     s.executor_waiting = false;
                 }
             };
-            let result =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.execute(task))).unwrap_or_else(|_| {
-                    Err(Error::DeviceLost { device: self.index, reason: "a runtime task panicked".into() })
-                });
-            let mut s = lock(&self.sched);
-            let stream = &mut s.streams[id];
-            stream.completed += 1;
-            if let Err(e) = result {
-                stream.error.get_or_insert(e);
-            }
-            if s.host_waiters > 0 {
-                self.done.notify_all();
+            let (result, record) = match task {
+                Task::Record { event, generation } => (Ok(()), Some((event, generation))),
+                task => (
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.execute(task))).unwrap_or_else(
+                        |_| Err(Error::DeviceLost { device: self.index, reason: "a runtime task panicked".into() }),
+                    ),
+                    None,
+                ),
+            };
+            let to_wake = {
+                let mut s = lock(&self.sched);
+                let stream = &mut s.streams[id];
+                stream.completed += 1;
+                if let Err(e) = result {
+                    stream.error.get_or_insert(e);
+                }
+                // Completed under the scheduler lock: whoever sees the stream
+                // caught up also sees the event complete, and the other way round.
+                let to_wake = record.map(|(event, generation)| event.complete(generation));
+                if s.host_waiters > 0 {
+                    self.done.notify_all();
+                }
+                to_wake
+            };
+            if let Some(devices) = to_wake {
+                wake_all(&devices);
             }
         }
     }
@@ -394,11 +408,7 @@ impl DeviceShared {
             Task::CopyOut { src, dst, len } => unsafe { self.view.read(src, dst.0, len) },
             Task::CopyWithin { dst, src, len } => unsafe { self.view.copy_within(dst, src, len) },
             Task::CopyPeer { from, src, to, dst, len } => unsafe { from.view.copy_to_peer(src, &to.view, dst, len) },
-            Task::Record { event, generation } => {
-                event.complete(generation);
-                Ok(())
-            }
-            Task::Wait { .. } => Ok(()),
+            Task::Record { .. } | Task::Wait { .. } => Ok(()),
         }
     }
 

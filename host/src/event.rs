@@ -10,7 +10,9 @@
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
-use crate::device::{lock, wake_all, DeviceShared};
+#[cfg(doc)]
+use crate::device::wake_all;
+use crate::device::{lock, DeviceShared};
 use crate::error::{Error, Result};
 
 #[derive(Default)]
@@ -56,22 +58,21 @@ impl EventInner {
         lock(&self.state).completed
     }
 
-    /// Called by an executor when it reaches the marker of `generation`.
-    pub(crate) fn complete(&self, generation: u64) {
-        let waiters = {
-            let mut s = lock(&self.state);
-            if generation > s.completed {
-                s.completed = generation;
-                s.completed_at = self.timing.then(Instant::now);
-            }
-            self.cv.notify_all();
-            if s.completed >= s.recorded {
-                std::mem::take(&mut s.waiters)
-            } else {
-                s.waiters.clone()
-            }
-        };
-        wake_all(&waiters);
+    /// Called by an executor when it reaches the marker of `generation`;
+    /// returns the devices to wake (with [`wake_all`]) once the caller has
+    /// released its scheduler lock.
+    pub(crate) fn complete(&self, generation: u64) -> Vec<Weak<DeviceShared>> {
+        let mut s = lock(&self.state);
+        if generation > s.completed {
+            s.completed = generation;
+            s.completed_at = self.timing.then(Instant::now);
+        }
+        self.cv.notify_all();
+        if s.completed >= s.recorded {
+            std::mem::take(&mut s.waiters)
+        } else {
+            s.waiters.clone()
+        }
     }
 
     pub(crate) fn query(&self) -> bool {

@@ -629,3 +629,56 @@ fn many_host_threads_share_two_devices() {
         assert_eq!(rt.stats(d).unwrap().allocated_bytes, 0);
     }
 }
+
+#[test]
+fn events_hand_work_between_threads_and_devices() {
+    let rt = Arc::new(runtime());
+    let (tx, rx) = std::sync::mpsc::channel::<(u64, DevicePtr, f32)>();
+    let producer = {
+        let rt = Arc::clone(&rt);
+        std::thread::spawn(move || {
+            let s = rt.create_stream(0, 0).unwrap();
+            for i in 0..60 {
+                let p = rt.allocate(0, 256, s).unwrap();
+                launch(&rt, s, "fill_f32", &[Ptr(p), I32(64), F32(i as f32)]).unwrap();
+                let e = rt.create_event(false);
+                rt.record_event(e, s).unwrap();
+                tx.send((e, p, i as f32)).unwrap();
+            }
+        })
+    };
+    let consumer = {
+        let rt = Arc::clone(&rt);
+        std::thread::spawn(move || {
+            let s = rt.create_stream(1, 0).unwrap();
+            let q = rt.allocate(1, 256, s).unwrap();
+            for (e, p, value) in rx {
+                rt.wait_event(s, e).unwrap();
+                rt.copy_device_to_device(s, q, p, 256).unwrap();
+                assert_eq!(download(&rt, s, q, 64), [value; 64]);
+                rt.destroy_event(e).unwrap();
+            }
+        })
+    };
+    producer.join().unwrap();
+    consumer.join().unwrap();
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn devices_start_lazily_and_cost_address_space_not_ram() {
+    fn resident_bytes() -> u64 {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4096
+    }
+    let before = resident_bytes();
+    let rt = Runtime::new(Config { device_count: 16, ..Config::default() }).unwrap();
+    // Only the device that is named starts; a 4 GiB device with a 1 GiB block
+    // that has one byte written commits a few pages, not gigabytes.
+    let s = rt.default_stream(15).unwrap();
+    let p = rt.allocate(15, 1 << 30, s).unwrap();
+    rt.copy_to_device(s, p + (1 << 29), &[1]).unwrap();
+    assert_eq!(rt.copy_to_host(s, p + (1 << 29), 1).unwrap(), [1]);
+    let grown = resident_bytes().saturating_sub(before);
+    assert!(grown < 256 * MIB, "16 devices of 4 GiB made the process {grown} bytes larger");
+}
