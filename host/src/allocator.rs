@@ -555,7 +555,10 @@ mod tests {
         #[test]
         fn random_sequences_keep_the_allocator_valid(ops in proptest::collection::vec(op(), 1..200)) {
             let mut a = allocator();
-            let mut live: Vec<(u64, u64)> = Vec::new();
+            // (address, size, stream, used on another stream too)
+            let mut live: Vec<(u64, u64, StreamId, bool)> = Vec::new();
+            // Freed blocks another stream may still use: (address, size, ticket).
+            let mut pending: Vec<(u64, u64, u64)> = Vec::new();
             let ticket = Cell::new(1u64);
             let completed = Cell::new(0u64);
             for op in ops {
@@ -564,23 +567,34 @@ mod tests {
                     Op::Alloc { size, stream } => match a.allocate(size, stream, &progress) {
                         Ok(addr) => {
                             prop_assert!(addr >= HEAP.0 && addr + size <= HEAP.1);
-                            for &(other, len) in &live {
+                            for &(other, len, _, _) in &live {
                                 prop_assert!(addr + size <= other || other + len <= addr, "overlap");
                             }
-                            live.push((addr, size));
+                            for &(other, len, _) in &pending {
+                                prop_assert!(addr + size <= other || other + len <= addr, "pending block reused early");
+                            }
+                            live.push((addr, size, stream, false));
                         }
                         Err(Error::OutOfMemory { requested, .. }) => prop_assert_eq!(requested, size),
                         Err(e) => prop_assert!(false, "unexpected error {e}"),
                     },
                     Op::Free { pick } if !live.is_empty() => {
-                        let (addr, _) = live.swap_remove(pick % live.len());
+                        let (addr, size, _, shared) = live.swap_remove(pick % live.len());
                         ticket.set(ticket.get() + 1);
                         a.free(addr, &|_| ticket.get()).unwrap();
+                        if shared {
+                            pending.push((addr, size, ticket.get()));
+                        }
                     }
                     Op::Record { pick, stream } if !live.is_empty() => {
-                        a.record_stream(live[pick % live.len()].0, stream).unwrap();
+                        let block = pick % live.len();
+                        a.record_stream(live[block].0, stream).unwrap();
+                        live[block].3 |= stream != live[block].2;
                     }
-                    Op::Progress => completed.set(ticket.get()),
+                    Op::Progress => {
+                        completed.set(ticket.get());
+                        pending.clear();
+                    }
                     Op::EmptyCache => {
                         a.empty_cache(&progress);
                     }

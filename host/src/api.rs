@@ -65,6 +65,9 @@ impl MemoryApi for Runtime {
     }
 
     fn record_stream(&self, ptr: DevicePtr, stream: StreamRef) -> Result<()> {
+        if ptr == 0 {
+            return self.inner.device(stream.device)?.check_stream(stream.id);
+        }
         let (dev, offset) = self.inner.resolve(ptr, stream.device, "recorded")?;
         dev.check_stream(stream.id)?;
         let result = lock(&dev.allocator).record_stream(offset, stream.id);
@@ -95,6 +98,9 @@ impl MemoryApi for Runtime {
 
 impl CopiesApi for Runtime {
     fn copy_to_device(&self, stream: StreamRef, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        if src.is_empty() {
+            return self.inner.device(stream.device)?.check_stream(stream.id);
+        }
         let (dev, offset) = self.inner.resolve(dst, stream.device, "destination")?;
         dev.view.check(offset, src.len() as u64)?;
         let task = Task::CopyIn { dst: offset, src: HostPtr(src.as_ptr().cast_mut()), len: src.len() as u64 };
@@ -104,6 +110,11 @@ impl CopiesApi for Runtime {
     }
 
     fn copy_to_host(&self, stream: StreamRef, src: DevicePtr, len: u64) -> Result<Vec<u8>> {
+        if len > 0 {
+            // Check before allocating the host buffer: a bad length is an error, not an abort.
+            let (dev, offset) = self.inner.resolve(src, stream.device, "source")?;
+            dev.view.check(offset, len)?;
+        }
         let len =
             usize::try_from(len).map_err(|_| Error::InvalidArgument(format!("{len} bytes do not fit host memory")))?;
         let mut out = vec![0u8; len];
@@ -112,18 +123,27 @@ impl CopiesApi for Runtime {
     }
 
     unsafe fn copy_to_device_async(&self, stream: StreamRef, dst: DevicePtr, src: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return self.inner.device(stream.device)?.check_stream(stream.id);
+        }
         let (dev, offset) = self.inner.resolve(dst, stream.device, "destination")?;
         dev.view.check(offset, len)?;
         dev.enqueue(stream.id, Task::CopyIn { dst: offset, src: HostPtr(src as *mut u8), len }).map(drop)
     }
 
     unsafe fn copy_to_host_async(&self, stream: StreamRef, dst: u64, src: DevicePtr, len: u64) -> Result<()> {
+        if len == 0 {
+            return self.inner.device(stream.device)?.check_stream(stream.id);
+        }
         let (dev, offset) = self.inner.resolve(src, stream.device, "source")?;
         dev.view.check(offset, len)?;
         dev.enqueue(stream.id, Task::CopyOut { src: offset, dst: HostPtr(dst as *mut u8), len }).map(drop)
     }
 
     fn copy_device_to_device(&self, stream: StreamRef, dst: DevicePtr, src: DevicePtr, len: u64) -> Result<()> {
+        if len == 0 {
+            return self.inner.device(stream.device)?.check_stream(stream.id);
+        }
         let (src_device, src_offset) = self.inner.decode(src)?;
         let (dst_device, dst_offset) = self.inner.decode(dst)?;
         if stream.device != src_device && stream.device != dst_device {
@@ -250,7 +270,7 @@ impl StreamsApi for Runtime {
         let event = self.inner.event(event)?;
         dev.check_stream(stream.id)?;
         let generation = event.wait_target(dev);
-        if generation == 0 || event.completed_generation() >= generation {
+        if event.is_complete(generation) {
             return Ok(());
         }
         dev.enqueue(stream.id, Task::Wait { event, generation }).map(drop)
@@ -277,10 +297,7 @@ impl EventsApi for Runtime {
 
     fn record_event(&self, event: EventId, stream: StreamRef) -> Result<()> {
         let dev = self.inner.device(stream.device)?;
-        let event = self.inner.event(event)?;
-        dev.check_stream(stream.id)?;
-        let generation = event.begin_record();
-        dev.enqueue(stream.id, Task::Record { event, generation }).map(drop)
+        dev.record(stream.id, self.inner.event(event)?)
     }
 
     fn query_event(&self, event: EventId) -> Result<bool> {

@@ -48,7 +48,7 @@ pub(crate) enum Task {
 impl Task {
     fn ready(&self) -> bool {
         match self {
-            Task::Wait { event, generation } => event.completed_generation() >= *generation,
+            Task::Wait { event, generation } => event.is_complete(*generation),
             _ => true,
         }
     }
@@ -129,6 +129,9 @@ pub(crate) struct DeviceShared {
     done: Condvar,
     exec: Mutex<Exec>,
     pub(crate) modules: RwLock<Vec<Arc<LoadedModule>>>,
+    /// Serialises loads, so that a conflict check and its push are one step
+    /// without blocking launches behind a running kernel.
+    loading: Mutex<()>,
     pub(crate) allocator: Mutex<Allocator>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -183,6 +186,7 @@ impl DeviceShared {
             done: Condvar::new(),
             exec: Mutex::new(Exec { store, memory }),
             modules: RwLock::new(Vec::new()),
+            loading: Mutex::new(()),
             allocator: Mutex::new(Allocator::new(index, layout::HEAP_START, capacity)),
             thread: Mutex::new(None),
         });
@@ -227,10 +231,25 @@ impl DeviceShared {
 
     /// Queues a task; returns its ticket on the stream.
     pub(crate) fn enqueue(&self, id: StreamId, task: Task) -> Result<u64> {
+        self.enqueue_with(id, || task)
+    }
+
+    /// Records `event` on a stream: the generation is taken and its marker
+    /// queued under one lock, so a concurrent wait cannot get between them.
+    pub(crate) fn record(&self, id: StreamId, event: Arc<EventInner>) -> Result<()> {
+        self.enqueue_with(id, || {
+            let generation = event.begin_record();
+            Task::Record { event, generation }
+        })
+        .map(drop)
+    }
+
+    /// Queues the task `make` builds under the scheduler lock.
+    fn enqueue_with(&self, id: StreamId, make: impl FnOnce() -> Task) -> Result<u64> {
         let mut s = lock(&self.sched);
         let seq = s.next_seq;
         let stream = s.stream(self.index, id)?;
-        stream.queue.push_back(Queued { seq, task });
+        stream.queue.push_back(Queued { seq, task: make() });
         stream.enqueued += 1;
         let ticket = stream.enqueued;
         s.next_seq += 1;
@@ -306,7 +325,8 @@ impl DeviceShared {
     /// Instantiates a module on this device, after checking that its static
     /// data does not overlap another module's.
     pub(crate) fn load(&self, module: Arc<KernelModule>) -> Result<u32> {
-        let mut modules = self.modules.write().unwrap_or_else(|e| e.into_inner());
+        let _loading = lock(&self.loading);
+        let modules = self.modules.read().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(range) = module.static_range {
             let taken: Vec<(u64, u64)> = modules.iter().filter_map(|m| m.module.static_range).collect();
             if let Some(other) =
@@ -336,6 +356,8 @@ impl DeviceShared {
         let stack_pointer = module
             .has_stack_pointer
             .then(|| instance.get_global(&mut *store, STACK_POINTER_EXPORT).expect("rewritten export"));
+        drop(exec);
+        let mut modules = self.modules.write().unwrap_or_else(|e| e.into_inner());
         let id = modules.len() as u32;
         modules.push(Arc::new(LoadedModule { id, module, funcs, stack_pointer }));
         Ok(id)

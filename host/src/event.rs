@@ -1,12 +1,15 @@
 //! Events: markers in a stream's work (`cudaEvent_t`).
 //!
 //! Recording an event bumps its *generation* and queues a marker carrying that
-//! generation; when a stream's executor reaches the marker, the event's
-//! completed generation rises to it (and, with timing, the time is taken).
-//! A query or wait concerns the generation recorded most recently at the time
-//! of the call, which is CUDA's "most recent record" rule. An event never
-//! recorded has generation 0 and counts as complete.
+//! generation (both under the recording stream's scheduler lock, so no wait can
+//! slip between them); when a stream's executor reaches the marker, that
+//! generation is complete (and, with timing, the time is taken). Generations
+//! can complete out of order when an event is recorded on several streams, so
+//! each is tracked on its own. A query or wait concerns the generation recorded
+//! most recently at the time of the call, which is CUDA's "most recent record"
+//! rule. An event never recorded has generation 0 and counts as complete.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
@@ -18,7 +21,8 @@ use crate::error::{Error, Result};
 #[derive(Default)]
 struct State {
     recorded: u64,
-    completed: u64,
+    /// Generations recorded but not yet reached by their stream.
+    pending: BTreeSet<u64>,
     completed_at: Option<Instant>,
     /// Devices with a stream that may be waiting for this event.
     waiters: Vec<Weak<DeviceShared>>,
@@ -38,24 +42,28 @@ impl EventInner {
     }
 
     /// Starts a new record; returns the generation the marker must carry.
+    /// Called with the recording stream's scheduler lock held.
     pub(crate) fn begin_record(&self) -> u64 {
         let mut s = lock(&self.state);
         s.recorded += 1;
-        s.recorded
+        let generation = s.recorded;
+        s.pending.insert(generation);
+        generation
     }
 
     /// The generation a wait issued now must wait for (0: nothing to wait for),
     /// registering `device` to be woken when the event completes.
     pub(crate) fn wait_target(&self, device: &Arc<DeviceShared>) -> u64 {
         let mut s = lock(&self.state);
-        if s.completed < s.recorded && !s.waiters.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(device))) {
+        if !s.pending.is_empty() && !s.waiters.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(device))) {
             s.waiters.push(Arc::downgrade(device));
         }
         s.recorded
     }
 
-    pub(crate) fn completed_generation(&self) -> u64 {
-        lock(&self.state).completed
+    /// Whether the record of `generation` has completed (0: never recorded).
+    pub(crate) fn is_complete(&self, generation: u64) -> bool {
+        !lock(&self.state).pending.contains(&generation)
     }
 
     /// Called by an executor when it reaches the marker of `generation`;
@@ -63,12 +71,12 @@ impl EventInner {
     /// released its scheduler lock.
     pub(crate) fn complete(&self, generation: u64) -> Vec<Weak<DeviceShared>> {
         let mut s = lock(&self.state);
-        if generation > s.completed {
-            s.completed = generation;
+        s.pending.remove(&generation);
+        if generation == s.recorded {
             s.completed_at = self.timing.then(Instant::now);
         }
         self.cv.notify_all();
-        if s.completed >= s.recorded {
+        if s.pending.is_empty() {
             std::mem::take(&mut s.waiters)
         } else {
             s.waiters.clone()
@@ -77,13 +85,13 @@ impl EventInner {
 
     pub(crate) fn query(&self) -> bool {
         let s = lock(&self.state);
-        s.completed >= s.recorded
+        !s.pending.contains(&s.recorded)
     }
 
     pub(crate) fn synchronize(&self) {
         let mut s = lock(&self.state);
         let target = s.recorded;
-        while s.completed < target {
+        while s.pending.contains(&target) {
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -98,7 +106,7 @@ impl EventInner {
             if s.recorded == 0 {
                 return Err(Error::InvalidEvent { event: e.id, reason: "has not been recorded" });
             }
-            if s.completed < s.recorded {
+            if s.pending.contains(&s.recorded) {
                 return Err(Error::InvalidEvent { event: e.id, reason: "has not completed yet" });
             }
             s.completed_at.ok_or(Error::InvalidEvent { event: e.id, reason: "has no timestamp" })

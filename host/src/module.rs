@@ -154,7 +154,10 @@ fn scan(bytes: &[u8], memory64: bool) -> std::result::Result<Scan, String> {
                     if let DataKind::Active { offset_expr, .. } = segment.kind {
                         let start = const_value(&offset_expr)
                             .ok_or("a data segment's offset is not a constant (PIC modules are not supported)")?;
-                        data.push((start, start + segment.data.len() as u64));
+                        let end = start
+                            .checked_add(segment.data.len() as u64)
+                            .ok_or("a data segment runs past the end of the address space")?;
+                        data.push((start, end));
                     }
                 }
             }

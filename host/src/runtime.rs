@@ -98,6 +98,9 @@ impl Runtime {
 
     /// Copies device bytes into a host slice; waits as `copy-to-host` does.
     pub fn copy_to_host_slice(&self, stream: StreamRef, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        if dst.is_empty() {
+            return self.inner.device(stream.device)?.check_stream(stream.id);
+        }
         let (dev, offset) = self.inner.resolve(src, stream.device, "source")?;
         let len = dst.len() as u64;
         dev.view.check(offset, len)?;
@@ -131,9 +134,13 @@ impl RuntimeInner {
             self.config.kernel_timeout,
         )?;
         if !self.config.memory64 {
-            let builtin =
-                self.compile(openreg_device_kernels::BUILTIN_MODULE_NAME, openreg_device_kernels::BUILTIN_WASM)?;
-            dev.load(builtin)?;
+            let loaded = self
+                .compile(openreg_device_kernels::BUILTIN_MODULE_NAME, openreg_device_kernels::BUILTIN_WASM)
+                .and_then(|builtin| dev.load(builtin));
+            if let Err(e) = loaded {
+                dev.shutdown();
+                return Err(e);
+            }
         }
         Ok(slot.get_or_init(|| dev))
     }

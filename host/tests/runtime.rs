@@ -52,6 +52,51 @@ const SPIN_WAT: &str = r#"(module
       (local.set $i (i32.add (local.get $i) (i32.const 1)))
       (br_if $l (i32.lt_u (local.get $i) (local.get $n))))))"#;
 
+/// A host-controlled gate and an order log. `wait_flag` keeps its device's
+/// executor busy until the word at `flag` is non-zero, which another device's
+/// executor can set with a peer copy; `append` logs `value` to a list at `log`
+/// (a count followed by the values) to show the order kernels ran in.
+const GATE_WAT: &str = r#"(module
+  (import "env" "memory" (memory 1))
+  (func (export "wait_flag") (param $flag i32)
+    (loop $l (br_if $l (i32.eqz (i32.load (local.get $flag))))))
+  (func (export "append") (param $log i32) (param $value i32) (local $n i32)
+    (local.set $n (i32.load (local.get $log)))
+    (i32.store (i32.add (local.get $log) (i32.shl (i32.add (local.get $n) (i32.const 1)) (i32.const 2)))
+      (local.get $value))
+    (i32.store (local.get $log) (i32.add (local.get $n) (i32.const 1)))))"#;
+
+/// A closed gate on device 0: launch `wait_flag` with it, then `open` it.
+struct Gate {
+    flag: DevicePtr,
+    one: DevicePtr,
+    opener: StreamRef,
+}
+
+impl Gate {
+    fn new(rt: &Runtime) -> Gate {
+        rt.load_module(0, "gate", GATE_WAT.as_bytes()).unwrap();
+        let s0 = rt.default_stream(0).unwrap();
+        let flag = rt.allocate(0, 4, s0).unwrap();
+        rt.copy_to_device(s0, flag, &[0; 4]).unwrap();
+        let opener = rt.create_stream(1, 0).unwrap();
+        let one = rt.allocate(1, 4, opener).unwrap();
+        rt.copy_to_device(opener, one, &1u32.to_le_bytes()).unwrap();
+        Gate { flag, one, opener }
+    }
+
+    /// Occupies device 0's executor on `stream` until the gate opens.
+    fn block(&self, rt: &Runtime, stream: StreamRef) {
+        launch(rt, stream, "wait_flag", &[Ptr(self.flag)]).unwrap();
+    }
+
+    /// Opens the gate from device 1's executor.
+    fn open(&self, rt: &Runtime) {
+        rt.copy_device_to_device(self.opener, self.flag, self.one, 4).unwrap();
+        rt.synchronize_stream(self.opener).unwrap();
+    }
+}
+
 /// Kernels that fault in each way a kernel can.
 const FAULTS_WAT: &str = r#"(module
   (import "env" "memory" (memory 1))
@@ -92,20 +137,6 @@ fn device_of_names_the_owning_device() {
     assert_eq!(rt.device_of(0), None);
     let host = Box::new(0u8);
     assert_eq!(rt.device_of(&*host as *const u8 as u64), None);
-}
-
-#[test]
-fn configuration_comes_from_the_environment_and_bad_values_are_named() {
-    // Only this test touches these variables.
-    std::env::set_var("OPENREG_DEVICE_COUNT", "3");
-    std::env::set_var("OPENREG_DEVICE_MEMORY", "96MiB");
-    let config = Config::from_env().unwrap();
-    assert_eq!((config.device_count, config.memory_bytes), (3, 96 * MIB));
-    std::env::set_var("OPENREG_DEVICE_MEMORY", "lots");
-    let err = Config::from_env().unwrap_err();
-    assert!(err.to_string().starts_with("OPENREG_DEVICE_MEMORY=\"lots\""), "{err}");
-    std::env::remove_var("OPENREG_DEVICE_COUNT");
-    std::env::remove_var("OPENREG_DEVICE_MEMORY");
 }
 
 // ---- copies --------------------------------------------------------------------
@@ -241,16 +272,20 @@ fn a_kernel_on_one_device_cannot_reach_another_devices_memory() {
     let rt = runtime();
     let (s0, s1) = (rt.default_stream(0).unwrap(), rt.default_stream(1).unwrap());
     rt.load_module(0, "faults", FAULTS_WAT.as_bytes()).unwrap();
-    let theirs = upload(&rt, s1, &[1.0; 4]);
+    // The first block of each fresh device sits at the same offset in its memory.
+    let ours = rt.allocate(0, 16, s0).unwrap();
+    let theirs = rt.allocate(1, 16, s1).unwrap();
+    assert_eq!(theirs - ours, 64 * MIB, "same offset, one device span apart");
+    rt.copy_to_device(s0, ours, &f32_bytes(&[0.0; 4])).unwrap();
+    rt.copy_to_device(s1, theirs, &f32_bytes(&[1.0; 4])).unwrap();
     // A device-1 pointer is refused for a device-0 launch...
     let err = launch(&rt, s0, "store_at", &[Ptr(theirs), I32(7)]).unwrap_err();
     assert_eq!(err.code(), ErrorCode::WrongDevice);
-    // ...and the same offset as a plain integer addresses device 0's own memory.
-    let offset = theirs - (theirs - theirs % (64 * MIB)); // offset within its device
-    let (ours, _) = (rt.allocate(0, 16, s0).unwrap(), ());
-    let _ = ours;
-    launch(&rt, s0, "store_at", &[I32(offset as i32), I32(7)]).unwrap();
+    assert!(err.to_string().contains("is on openreg:1, but the operation runs on openreg:0"), "{err}");
+    // ...and that offset, reached by a device-0 kernel, is device 0's own memory.
+    launch(&rt, s0, "store_at", &[Ptr(ours), I32(7)]).unwrap();
     rt.synchronize_device(0).unwrap();
+    assert_eq!(rt.copy_to_host(s0, ours, 4).unwrap(), 7u32.to_le_bytes());
     assert_eq!(download(&rt, s1, theirs, 4), [1.0; 4], "device 1 is untouched");
 }
 
@@ -479,14 +514,15 @@ fn out_of_memory_states_device_request_and_usage_and_the_device_recovers() {
 #[test]
 fn memory_freed_while_another_stream_uses_it_is_not_reused_early() {
     let rt = runtime();
-    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let gate = Gate::new(&rt);
     let (s, other) = (rt.default_stream(0).unwrap(), rt.create_stream(0, 0).unwrap());
     let p = rt.allocate(0, 4096, s).unwrap();
-    launch(&rt, other, "spin", &[I32(200_000_000)]).unwrap();
+    gate.block(&rt, other);
     rt.record_stream(p, other).unwrap();
     rt.free(p).unwrap();
     let q = rt.allocate(0, 4096, s).unwrap();
     assert_ne!(p, q, "handed out while `other` may still use it");
+    gate.open(&rt);
     rt.synchronize_stream(other).unwrap();
     let r = rt.allocate(0, 4096, s).unwrap();
     assert_eq!(r, p, "reused once `other` has passed the free");
@@ -497,14 +533,16 @@ fn memory_freed_while_another_stream_uses_it_is_not_reused_early() {
 #[test]
 fn enqueue_returns_before_the_work_runs() {
     let rt = runtime();
-    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let gate = Gate::new(&rt);
     let s = rt.create_stream(0, 0).unwrap();
     let e = rt.create_event(false);
-    launch(&rt, s, "spin", &[I32(400_000_000)]).unwrap();
+    gate.block(&rt, s);
+    launch(&rt, s, "noop", &[]).unwrap();
     rt.record_event(e, s).unwrap();
-    // The launch has returned; the kernel is still running.
+    // Every call above returned while the device is still blocked.
     assert!(!rt.query_stream(s).unwrap());
     assert!(!rt.query_event(e).unwrap());
+    gate.open(&rt);
     rt.synchronize_event(e).unwrap();
     assert!(rt.query_event(e).unwrap());
     assert!(rt.query_stream(s).unwrap());
@@ -554,22 +592,25 @@ fn a_stream_waits_for_an_event_recorded_on_another_stream_or_device() {
 #[test]
 fn a_higher_priority_stream_runs_first_when_the_device_is_busy() {
     let rt = runtime();
-    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let gate = Gate::new(&rt);
     let range = rt.stream_priority_range();
     assert_eq!((range.least, range.greatest), (0, -2));
     let busy = rt.create_stream(0, 0).unwrap();
     let low = rt.create_stream(0, 0).unwrap();
     let high = rt.create_stream(0, -100).unwrap(); // clamped, as in CUDA
     assert_eq!(rt.stream_priority(high).unwrap(), -2);
-    let (e_low, e_high) = (rt.create_event(true), rt.create_event(true));
-    launch(&rt, busy, "spin", &[I32(300_000_000)]).unwrap();
-    launch(&rt, low, "spin", &[I32(20_000_000)]).unwrap();
-    rt.record_event(e_low, low).unwrap();
-    launch(&rt, high, "spin", &[I32(20_000_000)]).unwrap();
-    rt.record_event(e_high, high).unwrap();
+    let log = rt.allocate(0, 64, busy).unwrap();
+    rt.copy_to_device(busy, log, &[0; 64]).unwrap();
+    gate.block(&rt, busy);
+    for round in 0..3 {
+        launch(&rt, low, "append", &[Ptr(log), I32(100 + round)]).unwrap();
+        launch(&rt, high, "append", &[Ptr(log), I32(200 + round)]).unwrap();
+    }
+    gate.open(&rt);
     rt.synchronize_device(0).unwrap();
-    let high_to_low = rt.elapsed_time(e_high, e_low).unwrap();
-    assert!(high_to_low > 0.0, "the high-priority stream finished {high_to_low} ms after the low one");
+    let words: Vec<u32> =
+        rt.copy_to_host(busy, log, 28).unwrap().chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(words, [6, 200, 201, 202, 100, 101, 102], "high-priority work first, each stream in order");
 }
 
 #[test]

@@ -1,0 +1,19 @@
+//! Configuration from the environment. Its own test binary, with one test, so
+//! that setting variables races no other thread of the process.
+
+use openreg_host::Config;
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn configuration_comes_from_the_environment_and_bad_values_are_named() {
+    std::env::set_var("OPENREG_DEVICE_COUNT", "3");
+    std::env::set_var("OPENREG_DEVICE_MEMORY", "96MiB");
+    let config = Config::from_env().unwrap();
+    assert_eq!((config.device_count, config.memory_bytes), (3, 96 * MIB));
+    std::env::set_var("OPENREG_DEVICE_MEMORY", "lots");
+    let err = Config::from_env().unwrap_err();
+    assert!(err.to_string().starts_with("OPENREG_DEVICE_MEMORY=\"lots\""), "{err}");
+    std::env::remove_var("OPENREG_DEVICE_COUNT");
+    std::env::remove_var("OPENREG_DEVICE_MEMORY");
+}
