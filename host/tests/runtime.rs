@@ -723,3 +723,21 @@ fn devices_start_lazily_and_cost_address_space_not_ram() {
     let grown = resident_bytes().saturating_sub(before);
     assert!(grown < 256 * MIB, "16 devices of 4 GiB made the process {grown} bytes larger");
 }
+
+#[test]
+fn dropping_a_runtime_stops_its_devices_even_right_after_work() {
+    // Shutdown can land while an executor spins before sleeping; it must still
+    // see it (this hung before the executor rechecked shutdown after spinning).
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in 0..50 {
+            let rt = runtime();
+            let s = rt.default_stream(1).unwrap();
+            launch(&rt, s, "noop", &[]).unwrap();
+            rt.synchronize_stream(s).unwrap();
+            drop(rt);
+        }
+        done.send(()).unwrap();
+    });
+    finished.recv_timeout(Duration::from_secs(60)).expect("dropping a runtime hung");
+}
