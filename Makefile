@@ -1,6 +1,6 @@
 # torch_openreg: WebAssembly devices for PyTorch.
 #
-#   make demo    install what is missing, build, run the demo
+#   make demo    install what is missing, build, train a small model on openreg devices
 #   make test    install what is missing, build, run every check and test
 #   make bench   run the benchmarks and write docs/performance.md
 #
@@ -8,24 +8,47 @@
 
 SHELL := /bin/bash
 CARGO ?= cargo
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+# The python crate's build script finds torch through this virtualenv.
+export VIRTUAL_ENV := $(VENV)
 
-.PHONY: demo test bench deps lint fmt clean
+.PHONY: demo test bench deps venv develop lint rust-test py-test fmt clean
 
 deps:
 	@scripts/install-deps.sh
 
-demo: deps
-	$(CARGO) run -q -p openreg-host --example quickstart
+# The Python environment: torch pinned to 2.15.0 (the C++ shim is ABI-bound to it).
+venv: $(VENV)/.installed
+$(VENV)/.installed: scripts/requirements.txt
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -r scripts/requirements.txt
+	@touch $@
 
-lint: deps
+# Builds the extension (pyo3 + C++ shim) into the virtualenv, editable.
+develop: deps venv
+	$(VENV)/bin/maturin develop -q -m python/Cargo.toml
+
+demo: develop
+	$(PY) examples/train_mlp.py
+
+lint: deps venv
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: lint
-	$(CARGO) test --workspace
+rust-test: deps venv
+	$(CARGO) test --workspace --exclude torch-openreg
 
-bench: deps
+py-test: develop
+	$(PY) -m pytest -q tests/python
+
+test: lint rust-test py-test
+
+# Benchmarks use release builds of everything (the debug shim would distort them).
+bench: deps venv
+	$(VENV)/bin/maturin develop -q --release -m python/Cargo.toml
 	$(CARGO) run -q --release -p openreg-host --example bench -- --markdown docs/performance.md
+	$(PY) benchmarks/torch_bench.py --markdown docs/performance.md
 
 fmt:
 	$(CARGO) fmt --all

@@ -83,6 +83,11 @@ impl Runtime {
         GLOBAL.get_or_init(Runtime::from_env).as_ref().map_err(Clone::clone)
     }
 
+    /// Whether a device has started (without starting it).
+    pub fn is_started(&self, device: DeviceIndex) -> bool {
+        self.inner.devices.get(device as usize).is_some_and(|d| d.get().is_some())
+    }
+
     /// The runtime's configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config

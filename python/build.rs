@@ -1,0 +1,90 @@
+//! Builds the C++ shim (`csrc/`) against the installed torch and links it.
+//!
+//! torch's include paths, library directory and C++ ABI come from the Python
+//! that has torch: `OPENREG_PYTHON`, else `PYO3_PYTHON`, else the active
+//! virtualenv's, else `../.venv`. The script runs that Python from a temporary
+//! directory, outside any `torch/` folder (`torch/types.py` would shadow the
+//! standard library's `types`). The shim is compiled with `-std=c++20`, the
+//! wheel's `_GLIBCXX_USE_CXX11_ABI` and hidden visibility, and linked with
+//! `c10`, `torch_cpu` and `torch` (never `torch_python`), with an rpath to
+//! torch's `lib/`. An ABI mismatch still builds and only fails at import,
+//! which is why the tests import the module.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const PROBE: &str = r#"
+import torch, torch.utils.cpp_extension as ext
+print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
+print(ext.library_paths()[0])
+for p in ext.include_paths():
+    print(p)
+"#;
+
+fn python() -> PathBuf {
+    for var in ["OPENREG_PYTHON", "PYO3_PYTHON"] {
+        println!("cargo:rerun-if-env-changed={var}");
+        if let Some(p) = std::env::var_os(var) {
+            return p.into();
+        }
+    }
+    println!("cargo:rerun-if-env-changed=VIRTUAL_ENV");
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+        return Path::new(&venv).join("bin/python");
+    }
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
+    manifest.join("../.venv/bin/python")
+}
+
+fn main() {
+    let python = python();
+    let out =
+        Command::new(&python).arg("-c").arg(PROBE).current_dir(std::env::temp_dir()).output().unwrap_or_else(|e| {
+            panic!("cannot run {} to find torch: {e}; run `make` to create .venv", python.display())
+        });
+    if !out.status.success() {
+        panic!(
+            "{} cannot import torch (pinned to 2.15.0): {}\nrun `make` to create .venv with torch",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8(out.stdout).expect("utf-8 paths");
+    let mut lines = text.lines();
+    let abi = lines.next().expect("abi line");
+    let lib_dir = lines.next().expect("library path").to_string();
+    let includes: Vec<&str> = lines.collect();
+
+    let sources: Vec<PathBuf> = std::fs::read_dir("csrc")
+        .expect("csrc/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "cpp"))
+        .collect();
+    let mut build = cxx_build::bridge("src/bridge.rs");
+    build
+        .files(&sources)
+        .std("c++20")
+        .define("_GLIBCXX_USE_CXX11_ABI", abi)
+        .flag("-fvisibility=hidden")
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-deprecated-declarations")
+        .warnings(false);
+    for inc in &includes {
+        build.include(inc);
+    }
+    build.compile("openreg_shim");
+
+    println!("cargo:rustc-link-search=native={lib_dir}");
+    for lib in ["c10", "torch_cpu", "torch"] {
+        println!("cargo:rustc-link-lib=dylib={lib}");
+    }
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
+    println!("cargo:rerun-if-changed=src/bridge.rs");
+    println!("cargo:rerun-if-changed=csrc");
+    for s in &sources {
+        println!("cargo:rerun-if-changed={}", s.display());
+    }
+    for h in std::fs::read_dir("csrc").expect("csrc/").filter_map(|e| e.ok().map(|e| e.path())) {
+        println!("cargo:rerun-if-changed={}", h.display());
+    }
+}

@@ -1,0 +1,191 @@
+// Operator registration for openreg (PrivateUse1): which kernel serves which
+// aten op. Registration only; the kernels are in OpenRegKernels.cpp.
+//
+// Every registered op is counted per run (openreg::count_op, read from
+// Python with torch_openreg._C.op_counts()): native and device kernels as
+// device runs, the CPU fallback as fallback runs.
+//
+// To run an op on the device: write a device kernel with the op's C++
+// signature that returns DeviceResult<R> (OpenRegKernels.h), then add one
+// line below with OPENREG_DEVICE_OR_FALLBACK. Calls the kernel does not
+// handle go to the CPU fallback.
+
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include "OpenRegKernels.h"
+#include "torch-openreg/src/bridge.rs.h"
+
+namespace openreg {
+namespace {
+
+// "aten::add.Tensor", the name the fallback counts under too.
+template <class Op>
+const std::string& op_name() {
+  static const std::string name =
+      std::string(Op::name) + (Op::overload_name[0] != '\0' ? std::string(".") + Op::overload_name : "");
+  return name;
+}
+
+// A native kernel, counted as a device run.
+template <class Op, auto Kernel>
+struct Native;
+template <class Op, class R, class... Args, R (*Kernel)(Args...)>
+struct Native<Op, Kernel> {
+  static R call(Args... args) {
+    openreg::count_op(op_name<Op>(), true);
+    return Kernel(std::forward<Args>(args)...);
+  }
+};
+
+// A device kernel, with the CPU fallback for the calls it does not handle.
+template <class Op, auto Kernel, class Schema = typename Op::schema>
+struct DeviceOrFallback;
+template <class Op, auto Kernel, class R, class... Args>
+struct DeviceOrFallback<Op, Kernel, R(Args...)> {
+  static R call(Args... args) {
+    if (auto result = Kernel(args...)) {
+      openreg::count_op(op_name<Op>(), true);
+      if constexpr (std::is_reference_v<R>) {
+        return result->get();
+      } else {
+        return std::move(*result);
+      }
+    }
+    return at::native::call_fallback_fn_symint<&kernels::cpu_fallback_kernel, Op>::call(args...);
+  }
+};
+
+} // namespace
+} // namespace openreg
+
+#define OPENREG_NATIVE(op, kernel) TORCH_FN((::openreg::Native<at::_ops::op, &::openreg::kernels::kernel>::call))
+#define OPENREG_DEVICE_OR_FALLBACK(op, kernel) \
+  TORCH_FN((::openreg::DeviceOrFallback<at::_ops::op, &::openreg::kernels::kernel>::call))
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // creation
+  m.impl("empty.memory_format", OPENREG_NATIVE(empty_memory_format, empty_memory_format_kernel));
+  m.impl("empty_strided", OPENREG_NATIVE(empty_strided, empty_strided_kernel));
+
+  // views: they alias the device storage
+  m.impl("as_strided", OPENREG_NATIVE(as_strided, as_strided_kernel));
+  m.impl("view", OPENREG_NATIVE(view, view_kernel));
+  m.impl("_reshape_alias", OPENREG_NATIVE(_reshape_alias, reshape_alias_kernel));
+  m.impl("unfold", OPENREG_NATIVE(unfold, unfold_kernel));
+  m.impl("view_as_real", OPENREG_NATIVE(view_as_real, view_as_real_kernel));
+  m.impl("view_as_complex", OPENREG_NATIVE(view_as_complex, view_as_complex_kernel));
+  m.impl("is_set_to", OPENREG_NATIVE(is_set_to, is_set_to_kernel));
+
+  // storage
+  m.impl("resize_", OPENREG_NATIVE(resize_, resize_kernel));
+  m.impl("set_.source_Storage", OPENREG_NATIVE(set__source_Storage, set_storage_kernel));
+  m.impl("set_.source_Storage_storage_offset",
+         OPENREG_NATIVE(set__source_Storage_storage_offset, set_storage_offset_kernel));
+  m.impl("set_.source_Tensor", OPENREG_NATIVE(set__source_Tensor, set_tensor_kernel));
+  m.impl("set_", OPENREG_NATIVE(set_, set_empty_kernel));
+  m.impl("record_stream", OPENREG_NATIVE(record_stream, record_stream_kernel));
+
+  // copies
+  m.impl("_copy_from", OPENREG_NATIVE(_copy_from, copy_from_kernel));
+  m.impl("_copy_from_and_resize", OPENREG_NATIVE(_copy_from_and_resize, copy_from_and_resize_kernel));
+  m.impl("_local_scalar_dense", OPENREG_NATIVE(_local_scalar_dense, local_scalar_dense_kernel));
+
+  // decompositions (not counted: the ops they call are)
+  m.impl("native_dropout", TORCH_FN(::openreg::kernels::native_dropout_kernel));
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(::openreg::kernels::fused_lstm_cell_kernel));
+  m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(::openreg::kernels::fused_lstm_cell_backward_kernel));
+  m.impl("_thnn_fused_gru_cell", TORCH_FN(::openreg::kernels::fused_gru_cell_kernel));
+  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(::openreg::kernels::fused_gru_cell_backward_kernel));
+
+  // Composite ops whose composite picks a backend by device type and finds
+  // none for PrivateUse1 (convolution would call convolution_overrideable,
+  // which only raises): the fallback runs the whole op on the CPU instead.
+  const auto fallback = [] {
+    return torch::CppFunction::makeFromBoxedFunction<&::openreg::kernels::cpu_fallback_kernel>();
+  };
+  m.impl("convolution", fallback());
+  m.impl("_convolution", fallback());
+  m.impl("convolution_backward", fallback());
+
+  // device kernels, with the CPU fallback for what they do not handle
+  m.impl("fill_.Scalar", OPENREG_DEVICE_OR_FALLBACK(fill__Scalar, fill_scalar_kernel));
+  m.impl("zero_", OPENREG_DEVICE_OR_FALLBACK(zero_, zero_kernel));
+  m.impl("add.Tensor", OPENREG_DEVICE_OR_FALLBACK(add_Tensor, add_tensor_kernel));
+  m.impl("add_.Tensor", OPENREG_DEVICE_OR_FALLBACK(add__Tensor, add_inplace_kernel));
+  m.impl("add.out", OPENREG_DEVICE_OR_FALLBACK(add_out, add_out_kernel));
+}
+
+// The copy kernels handle the conjugate and negative bits themselves (they
+// stage through CPU copies that resolve them). Without these fallthroughs
+// the math-bit fallbacks would resolve a conj/neg source by cloning it, and a
+// clone copies with _copy_from: endless recursion.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+// Every other op: the CPU fallback.
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&::openreg::kernels::cpu_fallback_kernel>());
+}
+
+namespace openreg {
+namespace {
+
+bool returns_a_view(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Structured aten ops (mm, sum, mse_loss, the in-place comparisons, ... about
+// 400 of them) also have a CompositeExplicitAutogradNonFunctional kernel,
+// which the dispatcher prefers to a backend fallback. That kernel allocates
+// the output on the device and runs the op's .out variant, which then goes
+// through the fallback: a device allocation, a resize and an extra copy per
+// call, and CPU's resize warnings. Their own CPU kernels do the same work in
+// one fallback run, so these ops are registered to the fallback directly.
+// Done at import time, once every aten op is known.
+void register_structured_ops_to_fallback() {
+  // Leaked: the registrations last as long as this library object.
+  auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    const auto op = dispatcher.findOp(name);
+    if (!op || name.name.rfind("aten::", 0) != 0 || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        returns_a_view(op->schema())) {
+      continue;
+    }
+    std::string unqualified = name.name.substr(std::string("aten::").size());
+    if (!name.overload_name.empty()) {
+      unqualified += "." + name.overload_name;
+    }
+    library->impl(unqualified.c_str(),
+                  torch::CppFunction::makeFromBoxedFunction<&::openreg::kernels::cpu_fallback_kernel>());
+  }
+}
+
+} // namespace
+
+void register_ops() {
+  static std::once_flag once;
+  std::call_once(once, register_structured_ops_to_fallback);
+}
+
+} // namespace openreg

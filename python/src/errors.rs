@@ -1,0 +1,71 @@
+//! The one mapping from runtime errors to Python exceptions.
+//!
+//! | runtime error | Python |
+//! |---|---|
+//! | out of memory | `torch.OutOfMemoryError` (with the numbers) |
+//! | bad device index, bad argument, bad event/stream | `ValueError` |
+//! | anything else (kernel trap, watchdog, ...) | `RuntimeError` |
+//!
+//! Errors raised inside the C++ shim reach Python through torch's own
+//! translation of c10 errors (see `csrc/OpenRegBridge.h`, `OPENREG_CHECK`).
+
+use openreg_host::abi::ErrorCode;
+use openreg_host::Error;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+/// A runtime or shim error on its way to Python.
+pub enum OpenRegError {
+    Runtime(Error),
+    Shim(cxx::Exception),
+    Python(PyErr),
+}
+
+impl From<PyErr> for OpenRegError {
+    fn from(e: PyErr) -> Self {
+        OpenRegError::Python(e)
+    }
+}
+
+impl From<Error> for OpenRegError {
+    fn from(e: Error) -> Self {
+        OpenRegError::Runtime(e)
+    }
+}
+
+impl From<cxx::Exception> for OpenRegError {
+    fn from(e: cxx::Exception) -> Self {
+        OpenRegError::Shim(e)
+    }
+}
+
+impl From<OpenRegError> for PyErr {
+    fn from(e: OpenRegError) -> PyErr {
+        match e {
+            OpenRegError::Runtime(e) => {
+                let message = e.to_string();
+                match e.code() {
+                    ErrorCode::OutOfMemory => {
+                        Python::attach(|py| match py.import("torch").and_then(|t| t.getattr("OutOfMemoryError")) {
+                            Ok(ty) => {
+                                PyErr::from_type(ty.cast_into().expect("torch.OutOfMemoryError is a type"), message)
+                            }
+                            Err(_) => PyRuntimeError::new_err(message),
+                        })
+                    }
+                    ErrorCode::InvalidDevice
+                    | ErrorCode::InvalidArgument
+                    | ErrorCode::InvalidEvent
+                    | ErrorCode::InvalidStream
+                    | ErrorCode::Config => PyValueError::new_err(message),
+                    _ => PyRuntimeError::new_err(message),
+                }
+            }
+            OpenRegError::Shim(e) => PyRuntimeError::new_err(e.what().to_string()),
+            OpenRegError::Python(e) => e,
+        }
+    }
+}
+
+/// The result type of the Python-facing functions.
+pub type PyResultOr<T> = Result<T, OpenRegError>;

@@ -1,0 +1,260 @@
+//! `torch_openreg._C`: the compiled half of the `torch_openreg` package.
+//!
+//! Loading it runs the C++ shim's static registrations with c10/ATen
+//! (allocator, device guard, operators, fallback); `_init` registers the rest
+//! (hooks). The functions below back `torch.openreg` (see
+//! `torch_openreg/openreg/__init__.py`); they are glue over the runtime
+//! (`openreg_host`) and the shim, with no logic of their own.
+
+mod bridge;
+mod errors;
+mod runtime_ffi;
+
+use std::collections::BTreeMap;
+
+use openreg_host::abi::*;
+use openreg_host::Error;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::bridge::ffi;
+use crate::errors::PyResultOr;
+use crate::runtime_ffi::runtime;
+
+fn device_index(device: i64) -> Result<u32, Error> {
+    let count = runtime()?.device_count();
+    u32::try_from(device).ok().filter(|&d| d < count).ok_or(Error::InvalidDevice { index: device as u32, count })
+}
+
+/// Registers the hooks with torch. Called once by `import torch_openreg`.
+#[pyfunction]
+fn _init() -> PyResultOr<()> {
+    ffi::register_all()?;
+    Ok(())
+}
+
+/// The number of openreg devices; 0 (with a warning) if the configuration is broken.
+#[pyfunction]
+fn device_count(py: Python<'_>) -> PyResult<u32> {
+    match runtime() {
+        Ok(rt) => Ok(rt.device_count()),
+        Err(e) => {
+            let warnings = py.import("warnings")?;
+            warnings.call_method1("warn", (format!("openreg devices are unavailable: {e}"),))?;
+            Ok(0)
+        }
+    }
+}
+
+/// The calling thread's current device.
+#[pyfunction]
+fn current_device() -> PyResultOr<i32> {
+    Ok(ffi::current_device()?)
+}
+
+/// Sets the calling thread's current device.
+#[pyfunction]
+fn set_device(device: i64) -> PyResultOr<()> {
+    let device = device_index(device)?;
+    Ok(ffi::set_device(device as i32)?)
+}
+
+/// Waits for all work on a device and reports the first error it raised.
+#[pyfunction]
+fn synchronize(py: Python<'_>, device: i64) -> PyResultOr<()> {
+    let device = device_index(device)?;
+    py.detach(|| runtime()?.synchronize_device(device))?;
+    Ok(())
+}
+
+/// Allocator statistics of a device, as a dict of integers.
+#[pyfunction]
+fn memory_stats(py: Python<'_>, device: i64) -> PyResultOr<Bound<'_, PyDict>> {
+    let s = runtime()?.stats(device_index(device)?)?;
+    let d = PyDict::new(py);
+    let fields = [
+        ("allocated_bytes", s.allocated_bytes),
+        ("peak_allocated_bytes", s.peak_allocated_bytes),
+        ("reserved_bytes", s.reserved_bytes),
+        ("peak_reserved_bytes", s.peak_reserved_bytes),
+        ("active_blocks", s.active_blocks),
+        ("segments", s.segments),
+        ("allocations", s.allocations),
+        ("frees", s.frees),
+        ("ooms", s.ooms),
+        ("cache_flushes", s.cache_flushes),
+    ];
+    for (k, v) in fields {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+/// Sets a device's peak statistics to their current values.
+#[pyfunction]
+fn reset_peak_memory_stats(device: i64) -> PyResultOr<()> {
+    Ok(runtime()?.reset_peak_stats(device_index(device)?)?)
+}
+
+/// Returns a device's cached, wholly free segments to it.
+#[pyfunction]
+fn empty_cache(device: i64) -> PyResultOr<()> {
+    Ok(runtime()?.empty_cache(device_index(device)?)?)
+}
+
+/// `(free, total)` bytes of a device.
+#[pyfunction]
+fn mem_get_info(device: i64) -> PyResultOr<(u64, u64)> {
+    let info = runtime()?.mem_get_info(device_index(device)?)?;
+    Ok((info.free_bytes, info.total_bytes))
+}
+
+/// Static facts about a device, as a dict.
+#[pyfunction]
+fn device_properties(py: Python<'_>, device: i64) -> PyResultOr<Bound<'_, PyDict>> {
+    let p = runtime()?.properties(device_index(device)?)?;
+    let d = PyDict::new(py);
+    d.set_item("name", format!("openreg:{} (WebAssembly, wasmtime)", p.index))?;
+    d.set_item("total_memory", p.capacity_bytes)?;
+    d.set_item("memory64", p.memory64)?;
+    d.set_item("kernel_timeout_ms", p.kernel_timeout_ms)?;
+    Ok(d)
+}
+
+/// Seeds a device's default generator.
+#[pyfunction]
+fn manual_seed(device: i64, seed: u64) -> PyResultOr<()> {
+    Ok(ffi::manual_seed(device_index(device)? as i32, seed)?)
+}
+
+/// Seeds a device's default generator with a random seed and returns it.
+#[pyfunction]
+fn seed(device: i64) -> PyResultOr<u64> {
+    Ok(ffi::seed(device_index(device)? as i32)?)
+}
+
+/// The seed a device's default generator started from.
+#[pyfunction]
+fn initial_seed(device: i64) -> PyResultOr<u64> {
+    Ok(ffi::initial_seed(device_index(device)? as i32)?)
+}
+
+/// A device generator's state, as bytes.
+#[pyfunction]
+fn get_rng_state(py: Python<'_>, device: i64) -> PyResultOr<Bound<'_, PyBytes>> {
+    let state = ffi::get_rng_state(device_index(device)? as i32)?;
+    Ok(PyBytes::new(py, &state))
+}
+
+/// Restores a device generator's state from bytes.
+#[pyfunction]
+fn set_rng_state(device: i64, state: &[u8]) -> PyResultOr<()> {
+    Ok(ffi::set_rng_state(device_index(device)? as i32, state)?)
+}
+
+/// The priority of a stream (lower runs first).
+#[pyfunction]
+fn stream_priority(device: i64, stream_id: i64) -> PyResultOr<i32> {
+    let device = device_index(device)?;
+    let id = u32::try_from(stream_id).map_err(|_| Error::InvalidStream { device, id: stream_id as u32 })?;
+    Ok(runtime()?.stream_priority(StreamRef { device, id })?)
+}
+
+/// Loads a kernel module (wasm binary or WAT text) onto a device; returns its module id.
+#[pyfunction]
+fn load_module(py: Python<'_>, device: i64, name: &str, wasm: &[u8]) -> PyResultOr<u32> {
+    let device = device_index(device)?;
+    Ok(py.detach(|| runtime()?.load_module(device, name, wasm))?)
+}
+
+/// The kernels a loaded module exports: `[(name, [param types])]`.
+#[pyfunction]
+fn module_kernels(device: i64, module: u32) -> PyResultOr<Vec<(String, Vec<&'static str>)>> {
+    let kernels = runtime()?.module_kernels(device_index(device)?, module)?;
+    Ok(kernels.into_iter().map(|k| (k.name, k.params.iter().map(|p| p.wit_name()).collect())).collect())
+}
+
+/// Queues a kernel launch on a stream. `args` are device pointers (ints that
+/// `device_of` recognises: `tensor.data_ptr()`), other ints (i32 or i64 as the
+/// kernel's signature says) and floats (f32 or f64).
+#[pyfunction]
+fn launch(device: i64, stream_id: i64, kernel: &str, args: Vec<Bound<'_, PyAny>>) -> PyResultOr<()> {
+    let device = device_index(device)?;
+    let id = u32::try_from(stream_id).map_err(|_| Error::InvalidStream { device, id: stream_id as u32 })?;
+    let rt = runtime()?;
+    let kernel = rt.find_kernel(device, kernel)?;
+    let info = rt
+        .module_kernels(device, kernel.module)?
+        .into_iter()
+        .find(|k| k.name == kernel.name)
+        .ok_or_else(|| Error::KernelNotFound { device, name: kernel.name.clone() })?;
+    if info.params.len() != args.len() {
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{}` takes {} arguments, {} given",
+            info.name,
+            info.params.len(),
+            args.len()
+        ))
+        .into());
+    }
+    let mut converted = Vec::with_capacity(args.len());
+    for (param, arg) in info.params.iter().zip(&args) {
+        let value = match param {
+            ValueType::I32 | ValueType::I64 => {
+                let v: i64 = arg.extract()?;
+                if v > 0 && rt.device_of(v as u64).is_some() {
+                    KernelArg::Ptr(v as u64)
+                } else if *param == ValueType::I32 {
+                    KernelArg::I32(
+                        i32::try_from(v).map_err(|_| Error::InvalidArgument(format!("{v} does not fit i32")))?,
+                    )
+                } else {
+                    KernelArg::I64(v)
+                }
+            }
+            ValueType::F32 => KernelArg::F32(arg.extract::<f64>()? as f32),
+            ValueType::F64 => KernelArg::F64(arg.extract()?),
+        };
+        converted.push(value);
+    }
+    Ok(rt.launch(StreamRef { device, id }, kernel, &converted)?)
+}
+
+/// Per-op counts since start (or the last reset): `{op: (device_kernel, fallback)}`.
+#[pyfunction]
+fn op_counts() -> BTreeMap<String, (u64, u64)> {
+    runtime_ffi::OP_COUNTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Clears the per-op counts.
+#[pyfunction]
+fn reset_op_counts() {
+    runtime_ffi::OP_COUNTS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+#[pymodule]
+#[pyo3(name = "_C")]
+fn torch_openreg_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_init, m)?)?;
+    m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(current_device, m)?)?;
+    m.add_function(wrap_pyfunction!(set_device, m)?)?;
+    m.add_function(wrap_pyfunction!(synchronize, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(mem_get_info, m)?)?;
+    m.add_function(wrap_pyfunction!(device_properties, m)?)?;
+    m.add_function(wrap_pyfunction!(manual_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(seed, m)?)?;
+    m.add_function(wrap_pyfunction!(initial_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(get_rng_state, m)?)?;
+    m.add_function(wrap_pyfunction!(set_rng_state, m)?)?;
+    m.add_function(wrap_pyfunction!(stream_priority, m)?)?;
+    m.add_function(wrap_pyfunction!(load_module, m)?)?;
+    m.add_function(wrap_pyfunction!(module_kernels, m)?)?;
+    m.add_function(wrap_pyfunction!(launch, m)?)?;
+    m.add_function(wrap_pyfunction!(op_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_op_counts, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,87 @@
+"""torch_openreg: PyTorch devices that are WebAssembly sandboxes.
+
+Importing this package makes ``openreg`` a PyTorch device type (``openreg:0``,
+``openreg:1``, ...; the PrivateUse1 dispatch key, renamed)::
+
+    import torch
+    import torch_openreg  # not needed when autoloaded, see below
+
+    x = torch.randn(4, 4, device="openreg")
+    print((x + x).cpu())
+
+Plain ``import torch`` loads it too, through the ``torch.backends`` entry point
+(``_autoload`` below); ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` switches that off.
+
+Registration, in the order torch needs it (all before the first openreg
+tensor exists): the backend's name; the compiled module ``torch_openreg._C``,
+whose loading registers the device guard, allocator, operators and CPU
+fallback with c10/ATen, and whose ``_init`` registers the hooks; the device
+module ``torch.openreg``; the generated conveniences (``Tensor.openreg()``,
+``Tensor.is_openreg``, ``Module.openreg()``, storage methods, which
+``torch.save``/``torch.load`` use to keep the device). Importing again, or
+reloading, is harmless.
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+
+import torch
+
+__all__ = ["BACKEND_NAME"]
+
+#: The device type name: ``torch.device("openreg")``.
+BACKEND_NAME = "openreg"
+
+
+def _register() -> None:
+    """Registers the backend with torch; does nothing the second time."""
+    current = torch._C._get_privateuse1_backend_name()
+    if current != BACKEND_NAME:
+        # Raises if another backend already took the PrivateUse1 key.
+        torch.utils.rename_privateuse1_backend(BACKEND_NAME)
+
+    from . import _C
+
+    _C._init()
+
+    from . import openreg as device_module
+
+    registered = getattr(torch, BACKEND_NAME, None)
+    if registered is None:
+        torch._register_device_module(BACKEND_NAME, device_module)
+    elif registered is not device_module:
+        raise RuntimeError(
+            f"torch.{BACKEND_NAME} is already registered as {registered!r}, not torch_openreg's device module"
+        )
+
+    if not hasattr(torch.Tensor, f"is_{BACKEND_NAME}"):
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
+        atexit.register(_let_autograd_threads_finish)
+
+
+def _let_autograd_threads_finish() -> None:
+    """Gives autograd's device threads a moment before the interpreter shuts down.
+
+    After a backward pass on an accelerator, the engine's device thread
+    (``pt_autograd_N``) may still hold the last reference to the finished graph
+    task when the main thread reaches interpreter shutdown; dropping it then
+    takes the GIL from a finalizing interpreter and aborts the process with
+    "terminate called without an active exception" (an upstream race, see
+    pytorch/pytorch#38228; CUDA has the same window). The release is a few
+    microseconds away, so a short pause at exit closes the window in practice.
+    """
+    time.sleep(0.005)
+
+
+def _autoload() -> None:
+    """The ``torch.backends`` entry point: ``import torch`` calls it.
+
+    Importing the package has already registered everything.
+    """
+
+
+_register()

@@ -1,0 +1,172 @@
+"""Copies in every direction: host and device, device and device, strided, dtype-changing,
+non-blocking. CPU is the oracle."""
+
+import random
+
+import pytest
+import torch
+
+DTYPES = [torch.float32, torch.float64, torch.int64, torch.bool, torch.float16, torch.bfloat16]
+
+
+def _sample(dtype, *shape):
+    g = torch.Generator().manual_seed(0)
+    if dtype is torch.bool:
+        return torch.rand(*shape, generator=g) > 0.5
+    if dtype is torch.int64:
+        return torch.randint(-1000, 1000, shape, generator=g)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cpu_to_openreg_and_back_round_trips(device, dtype):
+    x = _sample(dtype, 5, 7)
+    d = x.to(device)
+    assert d.device == device and d.dtype == dtype
+    torch.testing.assert_close(d.cpu(), x)
+
+
+def test_copy_between_devices_in_both_directions():
+    x = torch.randn(33, 17)
+    a = x.to("openreg:0")
+    b = a.to("openreg:1")
+    assert b.device == torch.device("openreg:1")
+    torch.testing.assert_close(b.cpu(), x)
+    back = (b * 2).to("openreg:0")
+    assert back.device == torch.device("openreg:0")
+    torch.testing.assert_close(back.cpu(), x * 2)
+
+
+def test_copy_into_existing_tensor_on_another_device():
+    x = torch.randn(6, 6)
+    dst = torch.zeros(6, 6, device="openreg:1")
+    dst.copy_(x.to("openreg:0"))
+    torch.testing.assert_close(dst.cpu(), x)
+
+
+def test_copy_within_one_device(device):
+    x = torch.randn(100)
+    d = x.to(device)
+    c = d.clone()
+    assert c.data_ptr() != d.data_ptr()
+    d.zero_()
+    torch.testing.assert_close(c.cpu(), x)
+
+
+STRIDED = {
+    "transpose": lambda t: t.t(),
+    "step_slice": lambda t: t[::2, 1::3],
+    "narrow": lambda t: t[1:5, 2:],
+    "column": lambda t: t[:, 3],
+    "expand": lambda t: t[:1].expand(4, -1),
+    "permute3d": lambda t: t.reshape(2, 3, 8).permute(2, 0, 1),
+}
+
+
+@pytest.mark.parametrize("view", STRIDED, ids=str)
+def test_non_contiguous_host_source_to_device(device, view):
+    x = torch.randn(6, 8)
+    src = STRIDED[view](x)
+    torch.testing.assert_close(src.to(device).cpu(), src)
+
+
+@pytest.mark.parametrize("view", STRIDED, ids=str)
+def test_non_contiguous_device_source_to_host(device, view):
+    x = torch.randn(6, 8)
+    torch.testing.assert_close(STRIDED[view](x.to(device)).cpu(), STRIDED[view](x))
+
+
+@pytest.mark.parametrize("view", STRIDED, ids=str)
+def test_non_contiguous_source_across_devices(view):
+    x = torch.randn(6, 8)
+    moved = STRIDED[view](x.to("openreg:0")).to("openreg:1")
+    assert moved.device == torch.device("openreg:1")
+    torch.testing.assert_close(moved.cpu(), STRIDED[view](x))
+
+
+def test_copy_into_non_contiguous_device_destination(device):
+    base = torch.zeros(6, 8)
+    dbase = base.to(device)
+    src = torch.randn(3, 3)
+    base[::2, 1::3].copy_(src)
+    dbase[::2, 1::3].copy_(src)  # host source, strided device destination
+    torch.testing.assert_close(dbase.cpu(), base)
+    base.t().copy_(torch.arange(48.0).reshape(8, 6))
+    dbase.t().copy_(torch.arange(48.0).reshape(8, 6).to(device))  # device to strided device
+    torch.testing.assert_close(dbase.cpu(), base)
+
+
+@pytest.mark.parametrize("case", range(20))
+def test_random_strided_views_copy_like_cpu(device, case):
+    """A seeded sweep over shapes, slices and permutations (a property test without a library)."""
+    rng = random.Random(case)
+    shape = [rng.randint(1, 6) for _ in range(rng.randint(1, 4))]
+    x = torch.randn(*shape)
+    index = tuple(slice(rng.randint(0, n - 1), None, rng.randint(1, 3)) for n in shape)
+    perm = list(range(len(shape)))
+    rng.shuffle(perm)
+    expected = x[index].permute(*perm)
+    on_device = x.to(device)[index].permute(*perm)
+    torch.testing.assert_close(on_device.cpu(), expected)
+    torch.testing.assert_close(expected.to(device).cpu(), expected)
+    target = torch.zeros_like(x).to(device)
+    target[index].permute(*perm).copy_(expected)
+    reference = torch.zeros_like(x)
+    reference[index].permute(*perm).copy_(expected)
+    torch.testing.assert_close(target.cpu(), reference)
+
+
+def test_dtype_change_on_the_way_to_the_device(device):
+    x = torch.randn(10, 3)
+    d = x.to(device, torch.float64)
+    assert d.dtype == torch.float64 and d.device == device
+    torch.testing.assert_close(d.cpu(), x.double())
+
+
+def test_dtype_change_on_the_way_to_the_host(device):
+    x = torch.randn(10, 3)
+    h = x.to(device).to("cpu", torch.float64)
+    assert h.dtype == torch.float64
+    torch.testing.assert_close(h, x.double())
+
+
+def test_dtype_change_across_devices():
+    x = torch.randn(10, 3)
+    d = x.to("openreg:0").to("openreg:1", torch.float64)
+    assert d.dtype == torch.float64 and d.device == torch.device("openreg:1")
+    torch.testing.assert_close(d.cpu(), x.double())
+
+
+@pytest.mark.parametrize(
+    "src,dst", [(torch.float32, torch.int64), (torch.int64, torch.float16), (torch.float32, torch.bool)], ids=str
+)
+def test_dtype_change_on_the_device(device, src, dst):
+    x = (torch.randn(50) * 10).to(src)
+    torch.testing.assert_close(x.to(device).to(dst).cpu(), x.to(dst))
+
+
+def test_non_blocking_copies_with_pinned_host_memory(device):
+    x = torch.randn(1 << 16)
+    pinned = x.pin_memory()
+    assert pinned.is_pinned()
+    d = pinned.to(device, non_blocking=True)
+    out = torch.empty_like(x).pin_memory()
+    out.copy_(d * 3, non_blocking=True)
+    torch.openreg.synchronize(device)
+    torch.testing.assert_close(out, x * 3)
+
+
+def test_non_blocking_copies_with_pageable_host_memory(device):
+    x = torch.randn(1000)
+    d = x.to(device, non_blocking=True)
+    h = d.to("cpu", non_blocking=True)
+    torch.openreg.synchronize(device)
+    torch.testing.assert_close(h, x)
+
+
+def test_non_blocking_copy_between_devices():
+    x = torch.randn(4096)
+    d1 = x.to("openreg:0").to("openreg:1", non_blocking=True)
+    torch.openreg.synchronize(0)
+    torch.openreg.synchronize(1)
+    torch.testing.assert_close(d1.cpu(), x)

@@ -1,0 +1,61 @@
+"""torch.save / torch.load of openreg tensors and state dicts keep the device."""
+
+import torch
+from torch import nn
+
+
+def test_tensor_round_trip_keeps_the_device(device, tmp_path):
+    t = torch.randn(3, 4).to(device)
+    path = tmp_path / "t.pt"
+    torch.save(t, path)
+    loaded = torch.load(path)
+    assert loaded.device == device
+    torch.testing.assert_close(loaded.cpu(), t.cpu())
+
+
+def test_views_keep_sharing_after_a_round_trip(device, tmp_path):
+    base = torch.arange(12.0).reshape(3, 4).to(device)
+    path = tmp_path / "views.pt"
+    torch.save({"base": base, "column": base[:, 1]}, path)
+    loaded = torch.load(path)
+    loaded["column"].fill_(-1.0)
+    expected = torch.arange(12.0).reshape(3, 4)
+    expected[:, 1] = -1.0
+    torch.testing.assert_close(loaded["base"].cpu(), expected)
+
+
+def test_map_location_cpu_loads_on_the_host(device, tmp_path):
+    t = torch.randn(5).to(device)
+    path = tmp_path / "t.pt"
+    torch.save(t, path)
+    loaded = torch.load(path, map_location="cpu")
+    assert loaded.device.type == "cpu"
+    torch.testing.assert_close(loaded, t.cpu())
+
+
+def test_map_location_moves_between_devices(tmp_path):
+    path = tmp_path / "t.pt"
+    torch.save(torch.ones(2, device="openreg:0"), path)
+    loaded = torch.load(path, map_location="openreg:1")
+    assert loaded.device == torch.device("openreg:1")
+    torch.save(torch.ones(2), path)
+    assert torch.load(path, map_location="openreg:0").device == torch.device("openreg:0")
+
+
+def test_state_dict_round_trip(device, tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2)).to(device)
+    path = tmp_path / "model.pt"
+    torch.save(model.state_dict(), path)
+    state = torch.load(path)
+    assert all(v.device == device for v in state.values())
+    fresh = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2)).to(device)
+    fresh.load_state_dict(state)
+    for (k, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
+        torch.testing.assert_close(b.cpu(), a.cpu(), msg=k)
+    on_cpu = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    on_cpu.load_state_dict(torch.load(path, map_location="cpu"))
+    x = torch.randn(3, 4)
+    model.eval()
+    on_cpu.eval()
+    torch.testing.assert_close(model(x.to(device)).cpu(), on_cpu(x), rtol=1e-5, atol=1e-5)
