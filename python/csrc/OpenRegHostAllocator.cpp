@@ -70,10 +70,7 @@ void release_completed(PendingUses& p) {
 }
 
 // The deleter of pinned DataPtrs: never throws, never takes the GIL.
-void free_pinned(void* ptr) {
-  if (ptr == nullptr) {
-    return;
-  }
+void free_pinned_or_throw(void* ptr) {
   PendingUses& p = pending();
   std::lock_guard<std::mutex> lock(p.mutex);
   auto it = p.events.find(ptr);
@@ -88,6 +85,22 @@ void free_pinned(void* ptr) {
     p.events.erase(it);
   }
   release_completed(p);
+}
+
+// The deleter of pinned DataPtrs: runs from destructors, so it must not throw.
+// If bookkeeping fails (out of host memory), the block is leaked, never freed
+// under a copy that may still use it.
+void free_pinned(void* ptr) noexcept {
+  if (ptr == nullptr) {
+    return;
+  }
+  try {
+    free_pinned_or_throw(ptr);
+  } catch (const std::exception& e) {
+    TORCH_WARN("openreg: leaking a pinned host block: ", e.what());
+  } catch (...) {
+    TORCH_WARN("openreg: leaking a pinned host block");
+  }
 }
 
 } // namespace

@@ -100,6 +100,23 @@ Tensor read_to_host(const Tensor& src) {
   return view;
 }
 
+// Tracks a pinned host buffer used by a queued async copy, so that freeing it
+// waits for the copy. If tracking fails, waits for the copy here before the
+// error propagates: otherwise the buffer could be freed while the executor
+// still reads or writes it.
+void record_host_use_or_wait(const c10::Storage& storage, const c10::Stream& stream) {
+  try {
+    record_host_use(storage, stream);
+  } catch (...) {
+    try {
+      openreg::synchronize_stream(stream.device_index(), stream.id());
+    } catch (const ::rust::Error&) {
+      // The stream's own error is reported by its next synchronizing call.
+    }
+    throw;
+  }
+}
+
 // Writes host tensor `src` (any dtype and strides, broadcastable) into device
 // tensor `dst`. A same-layout source is copied directly, asynchronously when
 // non_blocking and the source is pinned; otherwise the values are converted
@@ -118,7 +135,7 @@ void write_from_host(const Tensor& src, const Tensor& dst, bool non_blocking) {
       OPENREG_CHECK(openreg::copy_h2d(device, stream.id(), mutable_address_of(dst),
                                       reinterpret_cast<size_t>(src.const_data_ptr()), nbytes, async));
       if (async) {
-        record_host_use(src.storage(), stream);
+        record_host_use_or_wait(src.storage(), stream);
       }
       return;
     }
@@ -157,7 +174,7 @@ void read_from_device(const Tensor& src, const Tensor& dst, bool non_blocking) {
     OPENREG_CHECK(openreg::copy_d2h(device, stream.id(), reinterpret_cast<size_t>(dst.mutable_data_ptr()),
                                     address_of(src), static_cast<uint64_t>(dst.numel()) * dst.itemsize(), async));
     if (async) {
-      record_host_use(dst.storage(), stream);
+      record_host_use_or_wait(dst.storage(), stream);
     }
     return;
   }

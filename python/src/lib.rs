@@ -90,16 +90,26 @@ fn memory_stats(py: Python<'_>, device: i64) -> PyResultOr<Bound<'_, PyDict>> {
     Ok(d)
 }
 
-/// Sets a device's peak statistics to their current values.
+/// Sets a device's peak statistics to their current values (a device that
+/// has not started has none, and is not started for this).
 #[pyfunction]
 fn reset_peak_memory_stats(device: i64) -> PyResultOr<()> {
-    Ok(runtime()?.reset_peak_stats(device_index(device)?)?)
+    let (rt, device) = (runtime()?, device_index(device)?);
+    if rt.is_started(device) {
+        rt.reset_peak_stats(device)?;
+    }
+    Ok(())
 }
 
-/// Returns a device's cached, wholly free segments to it.
+/// Returns a device's cached, wholly free segments to it (a device that has
+/// not started holds none, and is not started for this).
 #[pyfunction]
 fn empty_cache(device: i64) -> PyResultOr<()> {
-    Ok(runtime()?.empty_cache(device_index(device)?)?)
+    let (rt, device) = (runtime()?, device_index(device)?);
+    if rt.is_started(device) {
+        rt.empty_cache(device)?;
+    }
+    Ok(())
 }
 
 /// `(free, total)` bytes of a device.

@@ -233,8 +233,10 @@ static PINNED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 const PAGE: usize = 4096;
 
 pub fn pinned_alloc(size: usize) -> Result<usize> {
-    let layout = std::alloc::Layout::from_size_align(size.max(1), PAGE)
-        .map_err(|e| Error::InvalidArgument(format!("pinned allocation of {size} bytes: {e}")))?;
+    let layout = track(
+        std::alloc::Layout::from_size_align(size.max(1), PAGE)
+            .map_err(|e| Error::InvalidArgument(format!("pinned allocation of {size} bytes: {e}"))),
+    )?;
     // SAFETY: the layout has a non-zero size.
     let ptr = unsafe { std::alloc::alloc(layout) } as usize;
     if ptr == 0 {

@@ -625,9 +625,11 @@ def op_counts() -> dict[str, dict[str, int]]:
     """Return how often each operator ran on openreg tensors, and how.
 
     The result maps an operator name (as the dispatcher names it, for example
-    ``"aten::add.Tensor"``) to ``{"device": n, "fallback": m}``: ``n`` runs as a device
-    kernel (WebAssembly on the device), ``m`` runs through the CPU fallback (inputs
-    copied to the host, the CPU kernel, results copied back). Counts are process-wide,
+    ``"aten::add.Tensor"``) to ``{"device": n, "fallback": m}``: ``n`` runs handled by
+    the backend itself (a WebAssembly kernel on the device, or a native operator: an
+    allocation, a view, a copy, which may stage strided data through host memory),
+    ``m`` runs through the CPU fallback (inputs copied to the host, the CPU kernel,
+    results copied back). Counts are process-wide,
     cover every device and thread, and run from start or the last :func:`reset_op_counts`.
 
     Example::
