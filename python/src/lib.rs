@@ -198,17 +198,11 @@ fn launch(device: i64, stream_id: i64, kernel: &str, args: Vec<Bound<'_, PyAny>>
         .into_iter()
         .find(|k| k.name == kernel.name)
         .ok_or_else(|| Error::KernelNotFound { device, name: kernel.name.clone() })?;
-    if info.params.len() != args.len() {
-        return Err(Error::InvalidArgument(format!(
-            "kernel `{}` takes {} arguments, {} given",
-            info.name,
-            info.params.len(),
-            args.len()
-        ))
-        .into());
-    }
+    // Arguments beyond the signature are converted as i64; the runtime's own
+    // signature check then reports the count mismatch.
     let mut converted = Vec::with_capacity(args.len());
-    for (param, arg) in info.params.iter().zip(&args) {
+    for (i, arg) in args.iter().enumerate() {
+        let param = info.params.get(i).unwrap_or(&ValueType::I64);
         let value = match param {
             ValueType::I32 | ValueType::I64 => {
                 let v: i64 = arg.extract()?;
