@@ -88,6 +88,18 @@ impl Runtime {
         self.inner.devices.get(device as usize).is_some_and(|d| d.get().is_some())
     }
 
+    /// Whether `kernel` can be found by name on a started device (exactly one
+    /// loaded module exports it, as `find_kernel` requires): a cheap check for
+    /// per-op dispatch, which neither starts the device nor builds an error
+    /// when the answer is no (memory64 devices have no built-in kernels).
+    pub fn has_kernel(&self, device: DeviceIndex, kernel: &str) -> bool {
+        let Some(dev) = self.inner.devices.get(device as usize).and_then(OnceLock::get) else {
+            return false;
+        };
+        let modules = dev.modules.read().unwrap_or_else(|e| e.into_inner());
+        modules.iter().filter(|m| m.kernel_index(kernel).is_some()).count() == 1
+    }
+
     /// The runtime's configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config

@@ -201,7 +201,7 @@ pub fn elapsed_time(start: u64, end: u64) -> Result<f64> {
 }
 
 pub fn has_kernel(device: i32, kernel: &str) -> bool {
-    runtime().is_ok_and(|rt| u32::try_from(device).is_ok_and(|d| rt.find_kernel(d, kernel).is_ok()))
+    runtime().is_ok_and(|rt| u32::try_from(device).is_ok_and(|d| rt.has_kernel(d, kernel)))
 }
 
 pub fn launch(device: i32, stream: i64, kernel: &str, args: &[KernelArgFfi]) -> Result<()> {
