@@ -25,9 +25,10 @@ $(VENV)/.installed: scripts/requirements.txt
 	$(PY) -m pip install -q -r scripts/requirements.txt
 	@touch $@
 
-# Builds the extension (pyo3 + C++ shim) into the virtualenv, editable.
+# Builds the extension (pyo3 + C++ shim) into the virtualenv, editable, optimized:
+# what users run (see the profiles in Cargo.toml).
 develop: deps venv
-	$(VENV)/bin/maturin develop -q -m python/Cargo.toml
+	$(VENV)/bin/maturin develop -q --release -m python/Cargo.toml
 
 demo: develop
 	$(PY) examples/train_mlp.py
@@ -36,8 +37,9 @@ lint: deps venv
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# The release profile shares the dependencies' build with the extension.
 rust-test: deps venv
-	$(CARGO) test --workspace --exclude torch-openreg
+	$(CARGO) test --release --workspace --exclude torch-openreg
 
 py-test: develop
 	$(PY) -m pytest -q tests/python
@@ -45,8 +47,7 @@ py-test: develop
 test: lint rust-test py-test
 
 # Benchmarks use release builds of everything (the debug shim would distort them).
-bench: deps venv
-	$(VENV)/bin/maturin develop -q --release -m python/Cargo.toml
+bench: develop
 	$(CARGO) run -q --release -p openreg-host --example bench -- --markdown docs/performance.md
 	$(PY) benchmarks/torch_bench.py --markdown docs/performance.md
 

@@ -8,6 +8,9 @@
 //! - `examples/scale_f32.c` (C, using `sdk/openreg_kernel.h`) becomes
 //!   `$OUT_DIR/example_c.wasm`, compiled by a clang that targets wasm32 and
 //!   can link with lld's `wasm-ld`.
+//! - `engine/*.c` (C, the built-in engine) becomes `$OUT_DIR/engine32.wasm`
+//!   and `$OUT_DIR/engine64.wasm` (wasm64, for memory64 devices), with the
+//!   same clang.
 //!
 //! Finding the compilers (first match wins):
 //! - Rust: `$OPENREG_WASM_RUSTC`, else the `rustc` on `PATH`, else
@@ -71,6 +74,11 @@ const CC_FLAGS: &[&str] = &[
     "-Wl,--export=__heap_base",
 ];
 
+/// The static-data base of the built-in engine (`engine/`): high in the
+/// device's static area (`host/src/layout.rs`, below 15 MiB), out of the way of
+/// user modules linked at the usual low addresses.
+const ENGINE_GLOBAL_BASE: &str = "-Wl,--global-base=14680064";
+
 /// What to install when no Rust compiler for wasm32 is found.
 const RUSTC_HELP: &str = "\
 no Rust compiler with the wasm32-unknown-unknown standard library was found.
@@ -99,9 +107,20 @@ fn main() {
     let c_sdk = c_sdk_dir.join("openreg_kernel.h");
     let example_rust_src = manifest_dir.join("examples/saxpy_f32.rs");
     let example_c_src = manifest_dir.join("examples/scale_f32.c");
-    for source in [&builtin_src, &rust_sdk, &example_rust_src, &c_sdk, &example_c_src] {
+    let engine_dir = manifest_dir.join("engine");
+    for source in [&builtin_src, &rust_sdk, &example_rust_src, &c_sdk, &example_c_src, &engine_dir] {
         println!("cargo:rerun-if-changed={}", source.display());
     }
+    let mut engine_sources: Vec<PathBuf> = fs::read_dir(&engine_dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", engine_dir.display()))
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "c" || ext == "h"))
+        .collect();
+    engine_sources.sort();
+    for source in &engine_sources {
+        println!("cargo:rerun-if-changed={}", source.display());
+    }
+    engine_sources.retain(|path| path.extension().is_some_and(|ext| ext == "c"));
 
     let rustc = find_wasm_rustc().unwrap_or_else(|tried| fail(RUSTC_HELP, &tried));
     for (src, out) in [(&builtin_src, "builtin.wasm"), (&example_rust_src, "example_rust.wasm")] {
@@ -124,6 +143,21 @@ fn main() {
         .arg(out_dir.join("example_c.wasm"))
         .arg(&example_c_src);
     run(cmd, &format!("compile {}", example_c_src.display()));
+
+    // The built-in engine, from one C source for both device kinds.
+    for (target, out) in [("wasm32", "engine32.wasm"), ("wasm64", "engine64.wasm")] {
+        let mut cmd = compiler_command(&cc);
+        cmd.arg(format!("--target={target}-unknown-unknown"))
+            .args(&CC_FLAGS[1..])
+            .args(["-mnontrapping-fptoint", "-Werror", ENGINE_GLOBAL_BASE])
+            .arg("-I")
+            .arg(&engine_dir)
+            .arg(prefix_map(&manifest_dir))
+            .arg("-o")
+            .arg(out_dir.join(out))
+            .args(&engine_sources);
+        run(cmd, &format!("compile the engine for {target}"));
+    }
 }
 
 /// A command for a wasm compiler, with the host build's variables removed.

@@ -134,7 +134,12 @@ impl Generator<'_> {
                 out.push_str("        }\n    }\n}\n");
             }
             TypeDefKind::Variant(v) => {
-                writeln!(out, "#[derive(Clone, Copy, Debug, PartialEq)]\npub enum {name} {{").unwrap();
+                let copy = if v.cases.iter().all(|c| c.ty.as_ref().is_none_or(|t| self.is_copy(t))) {
+                    "Clone, Copy"
+                } else {
+                    "Clone"
+                };
+                writeln!(out, "#[derive({copy}, Debug, PartialEq)]\npub enum {name} {{").unwrap();
                 for c in &v.cases {
                     docs(&mut out, &c.docs, "    ");
                     match &c.ty {

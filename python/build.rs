@@ -72,6 +72,11 @@ fn main() {
     for inc in &includes {
         build.include(inc);
     }
+    // The engine's parameter blocks, shared with the wasm kernels.
+    build.include("../device-kernels/engine");
+    // Every object file is kept: the registration files are referenced by
+    // nothing but their static registrars, which the linker would drop.
+    build.link_lib_modifier("+whole-archive");
     build.compile("openreg_shim");
 
     println!("cargo:rustc-link-search=native={lib_dir}");
@@ -81,6 +86,7 @@ fn main() {
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
     println!("cargo:rerun-if-changed=src/bridge.rs");
     println!("cargo:rerun-if-changed=csrc");
+    println!("cargo:rerun-if-changed=../device-kernels/engine/openreg_engine.h");
     for s in &sources {
         println!("cargo:rerun-if-changed={}", s.display());
     }

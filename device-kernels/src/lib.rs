@@ -26,6 +26,16 @@
 
 #![forbid(unsafe_code)]
 
+/// The built-in engine (`engine/*.c`) for 32-bit devices: the `elementwise`
+/// kernel, which runs any op of `engine/openreg_engine.h` over a parameter block.
+pub const ENGINE32_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/engine32.wasm"));
+
+/// The built-in engine for memory64 devices: the same source, built for wasm64.
+pub const ENGINE64_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/engine64.wasm"));
+
+/// The name under which the runtime loads the engine on every device (module 0).
+pub const ENGINE_MODULE_NAME: &str = "openreg.engine";
+
 /// The built-in kernel library (`kernels/builtin.rs`) as a wasm module.
 pub const BUILTIN_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/builtin.wasm"));
 

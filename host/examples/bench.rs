@@ -65,13 +65,13 @@ fn main() -> Result<(), openreg_host::Error> {
     let n = 200_000;
     let queued = best(5, || {
         for _ in 0..n {
-            rt.launch(s, noop.clone(), &[]).unwrap();
+            rt.launch(s, noop, &[]).unwrap();
         }
         rt.synchronize_stream(s).unwrap();
     });
     let round_trip = best(5, || {
         for _ in 0..2000 {
-            rt.launch(s, noop.clone(), &[]).unwrap();
+            rt.launch(s, noop, &[]).unwrap();
             rt.synchronize_stream(s).unwrap();
         }
     });
@@ -122,10 +122,10 @@ fn main() -> Result<(), openreg_host::Error> {
     rt.copy_to_device(s, pb, &to_bytes(&b))?;
     let add = rt.find_kernel(0, "add_f32")?;
     let args = [KernelArg::Ptr(po), KernelArg::Ptr(pa), KernelArg::Ptr(pb), KernelArg::I32(n as i32)];
-    rt.launch(s, add.clone(), &args)?;
+    rt.launch(s, add, &args)?;
     rt.synchronize_stream(s)?;
     let wasm_add = best(10, || {
-        rt.launch(s, add.clone(), &args).unwrap();
+        rt.launch(s, add, &args).unwrap();
         rt.synchronize_stream(s).unwrap();
     });
     let mut out = vec![0f32; n];

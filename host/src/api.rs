@@ -10,6 +10,7 @@ use crate::abi::*;
 use crate::device::{lock, Task, PRIORITY_GREATEST, PRIORITY_LEAST};
 use crate::error::{Error, Result};
 use crate::event::EventInner;
+use crate::layout;
 use crate::memory_view::HostPtr;
 use crate::runtime::Runtime;
 
@@ -169,30 +170,49 @@ impl KernelsApi for Runtime {
     }
 
     fn module_kernels(&self, device: DeviceIndex, module: ModuleId) -> Result<Vec<KernelInfo>> {
-        Ok(self.inner.device(device)?.module(module)?.module.kernels.clone())
+        Ok(self.inner.device(device)?.module(module)?.kernels().to_vec())
     }
 
     fn find_kernel(&self, device: DeviceIndex, name: &str) -> Result<KernelRef> {
         let dev = self.inner.device(device)?;
         let modules = dev.modules.read().unwrap_or_else(|e| e.into_inner());
-        let found: Vec<_> = modules.iter().filter(|m| m.kernel_index(name).is_some()).collect();
+        let found: Vec<_> = modules.iter().filter_map(|m| m.kernel_index(name).map(|index| (m, index))).collect();
         match found.as_slice() {
-            [m] => Ok(KernelRef { module: m.id, name: name.to_string() }),
+            [(m, index)] => Ok(KernelRef { module: m.id, index: *index as u32 }),
             [] => Err(Error::KernelNotFound { device, name: name.to_string() }),
             many => Err(Error::InvalidArgument(format!(
                 "kernel `{name}` is exported by several modules on openreg:{device} ({}); launch it through its module id",
-                many.iter().map(|m| format!("{} = {}", m.id, m.module.name)).collect::<Vec<_>>().join(", ")
+                many.iter().map(|(m, _)| format!("{} = {}", m.id, m.module.name)).collect::<Vec<_>>().join(", ")
             ))),
         }
+    }
+
+    fn module_kernel(&self, device: DeviceIndex, module: ModuleId, name: &str) -> Result<KernelRef> {
+        let index = self
+            .inner
+            .device(device)?
+            .module(module)?
+            .kernel_index(name)
+            .ok_or_else(|| Error::KernelNotFound { device, name: format!("{name} (in module {module})") })?;
+        Ok(KernelRef { module, index: index as u32 })
+    }
+
+    fn params_max_bytes(&self) -> u32 {
+        layout::PARAMS_MAX as u32
     }
 
     fn launch(&self, stream: StreamRef, kernel: KernelRef, args: &[KernelArg]) -> Result<()> {
         let dev = self.inner.device(stream.device)?;
         let module = dev.module(kernel.module)?;
-        let index = module
-            .kernel_index(&kernel.name)
-            .ok_or_else(|| Error::KernelNotFound { device: stream.device, name: kernel.name.clone() })?;
-        let info = module.kernel(index);
+        let index = kernel.index as usize;
+        let info = module.kernels().get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "module {} on openreg:{} has no kernel {index} (it has {})",
+                kernel.module,
+                stream.device,
+                module.kernels().len()
+            ))
+        })?;
         if info.params.len() != args.len() {
             return Err(Error::InvalidArgument(format!(
                 "kernel `{}` takes {} arguments, {} given",
@@ -202,16 +222,25 @@ impl KernelsApi for Runtime {
             )));
         }
         let mut vals = Vec::with_capacity(args.len());
+        let mut params = None;
         for (i, (param, arg)) in info.params.iter().zip(args).enumerate() {
-            let val = match (param, *arg) {
-                (ValueType::I32, KernelArg::Ptr(p)) if !dev.memory64 => {
-                    Val::I32(self.kernel_offset(p, stream.device)? as u32 as i32)
+            let pointer =
+                |offset: u64| if dev.memory64 { Val::I64(offset as i64) } else { Val::I32(offset as u32 as i32) };
+            let pointer_type = if dev.memory64 { ValueType::I64 } else { ValueType::I32 };
+            let val = match (param, arg) {
+                (p, KernelArg::Ptr(ptr)) if *p == pointer_type => pointer(self.kernel_offset(*ptr, stream.device)?),
+                (p, KernelArg::Params(block)) if *p == pointer_type => {
+                    if params.is_some() {
+                        return Err(Error::InvalidArgument(format!(
+                            "kernel `{}`: a launch carries at most one parameter block",
+                            info.name
+                        )));
+                    }
+                    params = Some(self.relocate(block, stream.device, &info.name)?);
+                    pointer(layout::PARAMS_START)
                 }
-                (ValueType::I64, KernelArg::Ptr(p)) if dev.memory64 => {
-                    Val::I64(self.kernel_offset(p, stream.device)? as i64)
-                }
-                (ValueType::I32, KernelArg::I32(v)) => Val::I32(v),
-                (ValueType::I64, KernelArg::I64(v)) => Val::I64(v),
+                (ValueType::I32, KernelArg::I32(v)) => Val::I32(*v),
+                (ValueType::I64, KernelArg::I64(v)) => Val::I64(*v),
                 (ValueType::F32, KernelArg::F32(v)) => Val::F32(v.to_bits()),
                 (ValueType::F64, KernelArg::F64(v)) => Val::F64(v.to_bits()),
                 (param, arg) => {
@@ -224,11 +253,36 @@ impl KernelsApi for Runtime {
             };
             vals.push(val);
         }
-        dev.enqueue(stream.id, Task::Launch { module, kernel: index, args: vals }).map(drop)
+        dev.enqueue(stream.id, Task::Launch { module, kernel: index, args: vals, params }).map(drop)
     }
 }
 
 impl Runtime {
+    /// The bytes of a parameter block as the kernel sees them: every device
+    /// address in it checked to be on `device` and replaced by its offset.
+    fn relocate(&self, block: &ParamBlock, device: DeviceIndex, kernel: &str) -> Result<Box<[u8]>> {
+        if block.bytes.len() as u64 > layout::PARAMS_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{kernel}`: a parameter block of {} bytes exceeds the {} bytes of the parameter area",
+                block.bytes.len(),
+                layout::PARAMS_MAX
+            )));
+        }
+        let mut bytes = block.bytes.clone().into_boxed_slice();
+        for &at in &block.pointers {
+            let at = at as usize;
+            let slot = bytes.get_mut(at..at.saturating_add(8)).filter(|s| s.len() == 8).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "kernel `{kernel}`: pointer position {at} lies outside the {}-byte parameter block",
+                    block.bytes.len()
+                ))
+            })?;
+            let ptr = u64::from_le_bytes(slot.try_into().expect("8 bytes"));
+            slot.copy_from_slice(&self.kernel_offset(ptr, device)?.to_le_bytes());
+        }
+        Ok(bytes)
+    }
+
     /// The offset a kernel on `device` receives for a pointer argument.
     fn kernel_offset(&self, ptr: DevicePtr, device: DeviceIndex) -> Result<u64> {
         if ptr == 0 {

@@ -41,13 +41,43 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Work queued on a stream.
 pub(crate) enum Task {
-    Launch { module: Arc<LoadedModule>, kernel: usize, args: Vec<Val> },
-    CopyIn { dst: u64, src: HostPtr, len: u64 },
-    CopyOut { src: u64, dst: HostPtr, len: u64 },
-    CopyWithin { dst: u64, src: u64, len: u64 },
-    CopyPeer { from: Arc<DeviceShared>, src: u64, to: Arc<DeviceShared>, dst: u64, len: u64 },
-    Record { event: Arc<EventInner>, generation: u64 },
-    Wait { event: Arc<EventInner>, generation: u64 },
+    /// `params`: the launch's parameter block, written to [`layout::PARAMS_START`] just before the call.
+    Launch {
+        module: Arc<LoadedModule>,
+        kernel: usize,
+        args: Vec<Val>,
+        params: Option<Box<[u8]>>,
+    },
+    CopyIn {
+        dst: u64,
+        src: HostPtr,
+        len: u64,
+    },
+    CopyOut {
+        src: u64,
+        dst: HostPtr,
+        len: u64,
+    },
+    CopyWithin {
+        dst: u64,
+        src: u64,
+        len: u64,
+    },
+    CopyPeer {
+        from: Arc<DeviceShared>,
+        src: u64,
+        to: Arc<DeviceShared>,
+        dst: u64,
+        len: u64,
+    },
+    Record {
+        event: Arc<EventInner>,
+        generation: u64,
+    },
+    Wait {
+        event: Arc<EventInner>,
+        generation: u64,
+    },
 }
 
 impl Task {
@@ -114,6 +144,10 @@ impl LoadedModule {
 
     pub(crate) fn kernel(&self, index: usize) -> &KernelInfo {
         &self.module.kernels[index]
+    }
+
+    pub(crate) fn kernels(&self) -> &[KernelInfo] {
+        &self.module.kernels
     }
 }
 
@@ -454,7 +488,14 @@ impl DeviceShared {
 
     fn execute(&self, task: Task) -> Result<()> {
         match task {
-            Task::Launch { module, kernel, args } => self.launch(&module, kernel, &args),
+            Task::Launch { module, kernel, args, params } => {
+                if let Some(bytes) = params {
+                    // SAFETY: `bytes` is a live host buffer outside device memory;
+                    // we are the executor, so no kernel runs now.
+                    unsafe { self.view.write(layout::PARAMS_START, bytes.as_ptr(), bytes.len() as u64)? };
+                }
+                self.launch(&module, kernel, &args)
+            }
             // SAFETY (all copies): the enqueuer either blocked until this task ran
             // or promised through an `unsafe` API that the host pointer stays valid
             // and unshared until then; we are the executor, so no kernel runs now.

@@ -1,9 +1,9 @@
 //! The layout of a device's linear memory.
 //!
 //! ```text
-//! 0 ........ 1 KiB ................. 15 MiB ......... 16 MiB ..................... capacity
-//! | null     | static area: kernel    | kernel stack    | heap: the device allocator's |
-//! | guard    | modules' data segments | (grows down)    | segments and blocks          |
+//! 0 ........ 1 KiB ................. 15 MiB ...... +64 KiB ......... 16 MiB .............. capacity
+//! | null     | static area: kernel    | launch     | kernel stack    | heap: the device        |
+//! | guard    | modules' data segments | parameters | (grows down)    | allocator's segments    |
 //! ```
 //!
 //! - Offset 0 is never handed out, so a device address of offset 0 is never valid data.
@@ -13,6 +13,9 @@
 //!   the stack is empty between launches. The loader points each module's `__stack_pointer`
 //!   at [`STACK_TOP`]. A wasm shadow stack has no guard page: a kernel that overflows it
 //!   writes into the static area, never into the heap.
+//! - The parameter area holds the parameter block of the kernel that is running (the WIT
+//!   `kernel-arg::params`): the executor writes it just before the call, and one kernel runs at
+//!   a time, so one area serves every launch.
 //! - The allocator owns `[HEAP_START, capacity)`.
 
 /// Size of a WebAssembly page.
@@ -21,7 +24,11 @@ pub const WASM_PAGE: u64 = 64 << 10;
 pub const STATIC_START: u64 = 1024;
 /// End of the static area.
 pub const STATIC_END: u64 = 15 << 20;
-/// Top of the shared kernel stack; the stack occupies `[STATIC_END, STACK_TOP)`.
+/// Start of the launch parameter area, `[PARAMS_START, PARAMS_START + PARAMS_MAX)`.
+pub const PARAMS_START: u64 = STATIC_END;
+/// The size of the parameter area: the largest parameter block of a launch.
+pub const PARAMS_MAX: u64 = 64 << 10;
+/// Top of the shared kernel stack; the stack occupies `[PARAMS_START + PARAMS_MAX, STACK_TOP)`.
 pub const STACK_TOP: u64 = 16 << 20;
 /// First offset of the allocator's heap.
 pub const HEAP_START: u64 = STACK_TOP;

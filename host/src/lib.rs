@@ -76,6 +76,10 @@ mod memory_view;
 mod module;
 mod runtime;
 
+/// The module id of the built-in engine (`openreg.engine`) on every device:
+/// the first module a device loads.
+pub const ENGINE_MODULE: abi::ModuleId = 0;
+
 pub use config::Config;
 pub use error::{Bytes, Error, Result};
 pub use runtime::Runtime;

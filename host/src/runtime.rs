@@ -1,11 +1,16 @@
 //! The runtime: the wasmtime engine, the device-address space, the devices
 //! (started lazily), the compiled-module cache, the events and the watchdog.
+//!
+//! Engines are process-wide, one per configuration that affects code
+//! generation, and so is the compiled-module cache: every runtime of a process
+//! compiles the built-in engine module once (it is large, and compiling it
+//! per runtime would make each new runtime's first device slow to start).
+//! Each engine has one watchdog clock.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::JoinHandle;
 
 use crate::abi::{DeviceIndex, DevicePtr, StreamRef};
 use crate::address_space::AddressSpace;
@@ -15,7 +20,45 @@ use crate::error::{Error, Result};
 use crate::event::EventInner;
 use crate::module::{self, KernelModule};
 
-type CompiledEntry = (Vec<u8>, Arc<KernelModule>);
+type CompiledEntry = (Vec<u8>, bool, Arc<KernelModule>);
+
+/// A wasmtime engine shared by the runtimes of a process with the same
+/// memory reservation, with its compiled modules and its watchdog clock.
+struct SharedEngine {
+    engine: wasmtime::Engine,
+    /// Compiled modules by content hash, with the bytes and the device kind
+    /// (memory64 or not) to rule out collisions.
+    compiled: Mutex<HashMap<u64, Vec<CompiledEntry>>>,
+}
+
+impl SharedEngine {
+    /// The engine for devices of `memory_bytes`, created on first use.
+    fn get(memory_bytes: u64) -> Result<Arc<SharedEngine>> {
+        static ENGINES: OnceLock<Mutex<HashMap<u64, Arc<SharedEngine>>>> = OnceLock::new();
+        let reservation = memory_bytes.max(1 << 32);
+        let mut engines = lock(ENGINES.get_or_init(Default::default));
+        if let Some(shared) = engines.get(&reservation) {
+            return Ok(Arc::clone(shared));
+        }
+        let mut wasm = wasmtime::Config::new();
+        wasm.wasm_simd(true)
+            .wasm_relaxed_simd(true)
+            .wasm_bulk_memory(true)
+            .wasm_multi_value(true)
+            .wasm_memory64(true)
+            .epoch_interruption(true)
+            .cranelift_opt_level(wasmtime::OptLevel::Speed)
+            // Device memory never moves: the reservation covers its full size.
+            .memory_reservation(reservation)
+            .memory_may_move(false);
+        let engine = wasmtime::Engine::new(&wasm)
+            .map_err(|e| Error::DeviceLost { device: 0, reason: format!("cannot create the wasm engine: {e:#}") })?;
+        start_watchdog_clock(engine.clone());
+        let shared = Arc::new(SharedEngine { engine, compiled: Mutex::new(HashMap::new()) });
+        engines.insert(reservation, Arc::clone(&shared));
+        Ok(shared)
+    }
+}
 
 /// A handle to the device runtime. Cloning it is cheap; all clones share the
 /// same devices. Its API is the device ABI of `wit/`: the traits in
@@ -27,47 +70,29 @@ pub struct Runtime {
 
 pub(crate) struct RuntimeInner {
     pub(crate) config: Config,
-    engine: wasmtime::Engine,
+    shared: Arc<SharedEngine>,
     pub(crate) space: AddressSpace,
     devices: Vec<OnceLock<Arc<DeviceShared>>>,
     starting: Mutex<()>,
-    /// Compiled modules by content hash, with the bytes to rule out collisions.
-    compiled: Mutex<HashMap<u64, Vec<CompiledEntry>>>,
     pub(crate) events: Mutex<HashMap<u64, Arc<EventInner>>>,
     pub(crate) next_event: AtomicU64,
-    ticker: Ticker,
 }
 
 impl Runtime {
     /// A runtime with the given configuration. Devices start on first use.
     pub fn new(config: Config) -> Result<Runtime> {
         config.validate()?;
-        let mut wasm = wasmtime::Config::new();
-        wasm.wasm_simd(true)
-            .wasm_relaxed_simd(true)
-            .wasm_bulk_memory(true)
-            .wasm_multi_value(true)
-            .wasm_memory64(true)
-            .epoch_interruption(true)
-            .cranelift_opt_level(wasmtime::OptLevel::Speed)
-            // Device memory never moves: the reservation covers its full size.
-            .memory_reservation(config.memory_bytes.max(1 << 32))
-            .memory_may_move(false);
-        let engine = wasmtime::Engine::new(&wasm)
-            .map_err(|e| Error::DeviceLost { device: 0, reason: format!("cannot create the wasm engine: {e:#}") })?;
+        let shared = SharedEngine::get(config.memory_bytes)?;
         let space = AddressSpace::reserve(config.device_count, config.memory_bytes)?;
-        let ticker = Ticker::start(engine.clone());
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 devices: (0..config.device_count).map(|_| OnceLock::new()).collect(),
                 config,
-                engine,
+                shared,
                 space,
                 starting: Mutex::new(()),
-                compiled: Mutex::new(HashMap::new()),
                 events: Mutex::new(HashMap::new()),
                 next_event: AtomicU64::new(1),
-                ticker,
             }),
         })
     }
@@ -86,18 +111,6 @@ impl Runtime {
     /// Whether a device has started (without starting it).
     pub fn is_started(&self, device: DeviceIndex) -> bool {
         self.inner.devices.get(device as usize).is_some_and(|d| d.get().is_some())
-    }
-
-    /// Whether `kernel` can be found by name on a started device (exactly one
-    /// loaded module exports it, as `find_kernel` requires): a cheap check for
-    /// per-op dispatch, which neither starts the device nor builds an error
-    /// when the answer is no (memory64 devices have no built-in kernels).
-    pub fn has_kernel(&self, device: DeviceIndex, kernel: &str) -> bool {
-        let Some(dev) = self.inner.devices.get(device as usize).and_then(OnceLock::get) else {
-            return false;
-        };
-        let modules = dev.modules.read().unwrap_or_else(|e| e.into_inner());
-        modules.iter().filter(|m| m.kernel_index(kernel).is_some()).count() == 1
     }
 
     /// The runtime's configuration.
@@ -144,17 +157,23 @@ impl RuntimeInner {
             return Ok(dev);
         }
         let dev = DeviceShared::start(
-            &self.engine,
+            &self.shared.engine,
             index,
             self.config.memory_bytes,
             self.config.memory64,
             self.config.kernel_timeout,
         )?;
+        let engine = if self.config.memory64 {
+            openreg_device_kernels::ENGINE64_WASM
+        } else {
+            openreg_device_kernels::ENGINE32_WASM
+        };
+        let mut builtins = vec![(openreg_device_kernels::ENGINE_MODULE_NAME, engine)];
         if !self.config.memory64 {
-            let loaded = self
-                .compile(openreg_device_kernels::BUILTIN_MODULE_NAME, openreg_device_kernels::BUILTIN_WASM)
-                .and_then(|builtin| dev.load(builtin));
-            if let Err(e) = loaded {
+            builtins.push((openreg_device_kernels::BUILTIN_MODULE_NAME, openreg_device_kernels::BUILTIN_WASM));
+        }
+        for (name, wasm) in builtins {
+            if let Err(e) = self.compile(name, wasm).and_then(|module| dev.load(module)) {
                 dev.shutdown();
                 return Err(e);
             }
@@ -168,13 +187,17 @@ impl RuntimeInner {
         wasm.hash(&mut hasher);
         name.hash(&mut hasher);
         let key = hasher.finish();
-        if let Some(found) =
-            lock(&self.compiled).get(&key).and_then(|v| v.iter().find(|(b, m)| b == wasm && m.name == name))
-        {
-            return Ok(Arc::clone(&found.1));
+        if let Some(found) = lock(&self.shared.compiled).get(&key).and_then(|v| {
+            v.iter().find(|(b, memory64, m)| b == wasm && *memory64 == self.config.memory64 && m.name == name)
+        }) {
+            return Ok(Arc::clone(&found.2));
         }
-        let module = Arc::new(module::prepare(&self.engine, name, wasm, self.config.memory64)?);
-        lock(&self.compiled).entry(key).or_default().push((wasm.to_vec(), Arc::clone(&module)));
+        let module = Arc::new(module::prepare(&self.shared.engine, name, wasm, self.config.memory64)?);
+        lock(&self.shared.compiled).entry(key).or_default().push((
+            wasm.to_vec(),
+            self.config.memory64,
+            Arc::clone(&module),
+        ));
         Ok(module)
     }
 
@@ -219,38 +242,16 @@ impl Drop for RuntimeInner {
         for dev in self.started() {
             dev.shutdown();
         }
-        self.ticker.stop();
     }
 }
 
 /// The watchdog's clock: advances the engine's epoch every [`EPOCH_TICK`];
-/// a kernel whose deadline (in ticks) passes traps with `Interrupt`.
-struct Ticker {
-    stop: Arc<AtomicBool>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Ticker {
-    fn start(engine: wasmtime::Engine) -> Ticker {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("openreg-watchdog".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::park_timeout(EPOCH_TICK);
-                    engine.increment_epoch();
-                }
-            })
-            .ok();
-        Ticker { stop, thread: Mutex::new(thread) }
-    }
-
-    fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = lock(&self.thread).take() {
-            t.thread().unpark();
-            let _ = t.join();
-        }
-    }
+/// a kernel whose deadline (in ticks) passes traps with `Interrupt`. It runs
+/// for the life of the process, as its engine does (a detached thread that
+/// never keeps the process from exiting).
+fn start_watchdog_clock(engine: wasmtime::Engine) {
+    let _ = std::thread::Builder::new().name("openreg-watchdog".into()).spawn(move || loop {
+        std::thread::sleep(EPOCH_TICK);
+        engine.increment_epoch();
+    });
 }

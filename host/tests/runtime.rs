@@ -44,6 +44,66 @@ fn launch(rt: &Runtime, stream: StreamRef, name: &str, args: &[KernelArg]) -> Re
 
 use KernelArg::{Ptr, F32, I32};
 
+/// The engine's elementwise parameter block (`device-kernels/engine/openreg_engine.h`,
+/// `or_elementwise`), built field by field at the header's offsets.
+struct Elementwise(ParamBlock);
+
+impl Elementwise {
+    const SIZE: usize = 776;
+    /// c10::ScalarType codes.
+    const F32: u32 = 6;
+    const F16: u32 = 5;
+    const I64: u32 = 4;
+    const BOOL: u32 = 11;
+
+    /// `op` (the header's `or_op` order) over `sizes` (innermost first).
+    fn new(op: u32, compute: u32, ntensors: u32, sizes: &[i64]) -> Elementwise {
+        let mut b = Elementwise(ParamBlock { bytes: vec![0; Self::SIZE], pointers: Vec::new() });
+        b.put(0, &op.to_le_bytes());
+        b.put(4, &compute.to_le_bytes());
+        b.put(8, &ntensors.to_le_bytes());
+        b.put(12, &(sizes.len() as u32).to_le_bytes());
+        for (d, size) in sizes.iter().enumerate() {
+            b.put(40 + 8 * d, &size.to_le_bytes());
+        }
+        b
+    }
+
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        self.0.bytes[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// Operand `k` at device address `ptr`, of `dtype`, with byte strides.
+    fn operand(mut self, k: usize, ptr: DevicePtr, dtype: u32, strides: &[i64]) -> Elementwise {
+        self.put(16 + 4 * k, &dtype.to_le_bytes());
+        self.put(168 + 8 * k, &ptr.to_le_bytes());
+        self.0.pointers.push(168 + 8 * k as u32);
+        for (d, stride) in strides.iter().enumerate() {
+            self.put(200 + 128 * k + 8 * d, &stride.to_le_bytes());
+        }
+        self
+    }
+
+    /// Operand `k` is the scalar `value` (compute type float).
+    fn scalar(mut self, k: usize, value: f64) -> Elementwise {
+        let mask = u32::from_le_bytes(self.0.bytes[32..36].try_into().unwrap()) | (1 << k);
+        self.put(32, &mask.to_le_bytes());
+        self.put(712 + 8 * k, &value.to_le_bytes());
+        self
+    }
+
+    fn arg(mut self, k: usize, value: f64) -> Elementwise {
+        self.put(744 + 8 * k, &value.to_le_bytes());
+        self
+    }
+}
+
+/// `or_op` and `or_compute` values used below.
+const OP_COPY: u32 = 1;
+const OP_ADD: u32 = 19;
+const OP_GT: u32 = 29;
+const COMPUTE_F32: u32 = 0;
+
 /// A kernel that spins for `n` iterations: keeps an executor busy.
 const SPIN_WAT: &str = r#"(module
   (import "env" "memory" (memory 1))
@@ -260,7 +320,7 @@ fn launch_arguments_are_checked_against_the_kernel_signature() {
     assert!(err.to_string().contains("parameter 2 is f32"), "{err}");
     let err = launch(&rt, s, "no_such_kernel", &[]).unwrap_err();
     assert_eq!(err.to_string(), "no kernel named `no_such_kernel` is loaded on openreg:0");
-    let kernels = rt.module_kernels(0, 0).unwrap();
+    let kernels = rt.module_kernels(0, 1).unwrap();
     let fill = kernels.iter().find(|k| k.name == "fill_f32").unwrap();
     assert_eq!(fill.params, [ValueType::I32, ValueType::I32, ValueType::F32]);
 }
@@ -418,8 +478,8 @@ fn modules_that_break_the_kernel_contract_are_rejected_with_the_reason() {
         assert_eq!(err.code(), ErrorCode::InvalidModule, "{err}");
         assert!(err.to_string().contains(reason), "expected `{reason}` in: {err}");
     }
-    // Nothing was loaded: only the built-in library is there.
-    assert!(rt.module_kernels(0, 1).is_err());
+    // Nothing was loaded: only the built-in engine and library are there.
+    assert!(rt.module_kernels(0, 2).is_err());
 }
 
 #[test]
@@ -429,7 +489,7 @@ fn a_c_kernel_module_runs_beside_the_builtin_library() {
     let id = rt
         .load_module(0, openreg_device_kernels::EXAMPLE_C_MODULE_NAME, openreg_device_kernels::EXAMPLE_C_WASM)
         .unwrap();
-    assert_eq!(id, 1);
+    assert_eq!(id, 2);
     let n = 1001;
     let x: Vec<f32> = (0..n).map(|i| i as f32 - 500.0).collect();
     let px = upload(&rt, s, &x);
@@ -740,4 +800,135 @@ fn dropping_a_runtime_stops_its_devices_even_right_after_work() {
         done.send(()).unwrap();
     });
     finished.recv_timeout(Duration::from_secs(60)).expect("dropping a runtime hung");
+}
+
+// ---- the built-in engine and parameter blocks -------------------------------------
+
+fn engine(rt: &Runtime, device: DeviceIndex) -> KernelRef {
+    rt.module_kernel(device, 0, "elementwise").unwrap()
+}
+
+fn f16_bits(bytes: &[u8]) -> Vec<u16> {
+    bytes.chunks_exact(2).map(|c| u16::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn the_engine_broadcasts_with_byte_strides_and_alpha() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    // out[i][j] = a[i][j] + 2 * b[j], 3 x 4, b broadcast over rows (stride 0).
+    let a: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let b = [1.0f32, -1.0, 0.5, 10.0];
+    let (pa, pb) = (upload(&rt, s, &a), upload(&rt, s, &b));
+    let out = rt.allocate(0, 48, s).unwrap();
+    let block = Elementwise::new(OP_ADD, COMPUTE_F32, 3, &[4, 3])
+        .operand(0, out, Elementwise::F32, &[4, 16])
+        .operand(1, pa, Elementwise::F32, &[4, 16])
+        .operand(2, pb, Elementwise::F32, &[4, 0])
+        .arg(0, 2.0);
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    let expected: Vec<f32> = (0..12).map(|i| a[i] + 2.0 * b[i % 4]).collect();
+    assert_eq!(download(&rt, s, out, 12), expected);
+}
+
+#[test]
+fn the_engine_converts_dtypes_and_reads_host_scalars() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    let x = [0.25f32, 0.5, 0.75, f32::NAN, -3.0];
+    let px = upload(&rt, s, &x);
+    // x > 0.5 into a bool tensor; the 0.5 is a host scalar in the block.
+    let mask = rt.allocate(0, 5, s).unwrap();
+    let block = Elementwise::new(OP_GT, COMPUTE_F32, 3, &[5])
+        .operand(0, mask, Elementwise::BOOL, &[1])
+        .operand(1, px, Elementwise::F32, &[4])
+        .scalar(2, 0.5);
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    assert_eq!(rt.copy_to_host(s, mask, 5).unwrap(), [0, 0, 1, 0, 0]);
+    // float32 to float16, rounded to nearest even, NaN kept; then to int64.
+    let h = rt.allocate(0, 10, s).unwrap();
+    let block = Elementwise::new(OP_COPY, COMPUTE_F32, 2, &[5]).operand(0, h, Elementwise::F16, &[2]).operand(
+        1,
+        px,
+        Elementwise::F32,
+        &[4],
+    );
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    let bits = f16_bits(&rt.copy_to_host(s, h, 10).unwrap());
+    assert_eq!([bits[0], bits[1], bits[2], bits[4]], [0x3400, 0x3800, 0x3a00, 0xc200]);
+    assert_eq!(bits[3] & 0x7c00, 0x7c00, "NaN keeps an all-ones exponent");
+    assert_ne!(bits[3] & 0x03ff, 0, "and a nonzero mantissa");
+    let i = rt.allocate(0, 40, s).unwrap();
+    let block = Elementwise::new(OP_COPY, 2, 2, &[5]).operand(0, i, Elementwise::I64, &[8]).operand(
+        1,
+        h,
+        Elementwise::F16,
+        &[2],
+    );
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    let ints: Vec<i64> =
+        rt.copy_to_host(s, i, 40).unwrap().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!([ints[0], ints[1], ints[2], ints[4]], [0, 0, 0, -3]);
+}
+
+#[test]
+fn parameter_blocks_are_checked_before_anything_runs() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    let kernel = engine(&rt, 0);
+    let mine = rt.allocate(0, 64, s).unwrap();
+    let theirs = rt.allocate(1, 64, rt.default_stream(1).unwrap()).unwrap();
+    // An address of another device, anywhere in the block, is refused.
+    let block = Elementwise::new(OP_COPY, COMPUTE_F32, 2, &[16]).operand(0, mine, Elementwise::F32, &[4]).operand(
+        1,
+        theirs,
+        Elementwise::F32,
+        &[4],
+    );
+    let err = rt.launch(s, kernel, &[KernelArg::Params(block.0)]).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::WrongDevice, "{err}");
+    // So is a block larger than the parameter area, or a pointer slot outside it.
+    let max = rt.params_max_bytes() as usize;
+    let err = rt
+        .launch(s, kernel, &[KernelArg::Params(ParamBlock { bytes: vec![0; max + 1], pointers: vec![] })])
+        .unwrap_err();
+    assert!(err.to_string().contains("exceeds"), "{err}");
+    let err =
+        rt.launch(s, kernel, &[KernelArg::Params(ParamBlock { bytes: vec![0; 16], pointers: vec![12] })]).unwrap_err();
+    assert!(err.to_string().contains("outside the 16-byte parameter block"), "{err}");
+    // A block the kernel rejects traps, and the device stays usable.
+    let bad = ParamBlock { bytes: vec![0xff; 64], pointers: vec![] };
+    rt.launch(s, kernel, &[KernelArg::Params(bad)]).unwrap();
+    assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), ErrorCode::KernelTrap);
+    launch(&rt, s, "fill_f32", &[Ptr(mine), I32(16), F32(1.0)]).unwrap();
+    assert_eq!(download(&rt, s, mine, 16), [1.0; 16]);
+}
+
+#[test]
+fn kernels_resolve_per_module_to_a_handle() {
+    let rt = runtime();
+    assert_eq!(rt.module_kernels(0, 0).unwrap()[0].name, "elementwise");
+    let fill = rt.module_kernel(0, 1, "fill_f32").unwrap();
+    assert_eq!(fill, rt.find_kernel(0, "fill_f32").unwrap());
+    let err = rt.module_kernel(0, 0, "fill_f32").unwrap_err();
+    assert_eq!(err.code(), ErrorCode::KernelNotFound);
+    let err = rt.launch(rt.default_stream(0).unwrap(), KernelRef { module: 0, index: 99 }, &[]).unwrap_err();
+    assert!(err.to_string().contains("has no kernel 99"), "{err}");
+}
+
+#[test]
+fn a_memory64_device_runs_the_engine_beyond_4_gib() {
+    let rt =
+        Runtime::new(Config { device_count: 1, memory_bytes: 5 << 30, memory64: true, ..Config::default() }).unwrap();
+    let s = rt.default_stream(0).unwrap();
+    let big = rt.allocate(0, (4 << 30) + 64, s).unwrap();
+    let (src, dst) = (big + 16, big + (4 << 30));
+    rt.copy_to_device(s, src, &f32_bytes(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+    let block = Elementwise::new(OP_ADD, COMPUTE_F32, 3, &[4])
+        .operand(0, dst, Elementwise::F32, &[4])
+        .operand(1, src, Elementwise::F32, &[4])
+        .scalar(2, 0.5)
+        .arg(0, 1.0);
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    assert_eq!(download(&rt, s, dst, 4), [1.5, 2.5, 3.5, 4.5]);
 }

@@ -29,6 +29,7 @@
 
 #include "OpenRegAllocator.h"
 #include "OpenRegBridge.h"
+#include "OpenRegEngine.h"
 #include "OpenRegGenerator.h"
 #include "OpenRegGuard.h"
 #include "OpenRegHostAllocator.h"
@@ -81,6 +82,41 @@ bool same_layout(const Tensor& a, const Tensor& b) {
       a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg() && a.is_non_overlapping_and_dense();
 }
 
+// ---- conversions on the device ----
+
+// Whether the engine can convert between the two tensors' dtypes (and no
+// conjugate or negative bit needs resolving).
+bool device_convertible(const Tensor& src, const Tensor& dst) {
+  return engine::supports_dtype(src.scalar_type()) && engine::supports_dtype(dst.scalar_type()) && !src.is_neg() &&
+      !dst.is_neg() && !src.is_conj() && !dst.is_conj();
+}
+
+// dst = src on dst's device, src on the same device: any dtypes, any strides,
+// src broadcast to dst's shape. One engine launch on the current stream.
+void convert_on_device(const Tensor& src, const Tensor& dst) {
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(dst)
+                  .add_const_input(src)
+                  .resize_outputs(false)
+                  .check_all_same_dtype(false)
+                  .build();
+  // Float to integer converts in the float type (as CPU: through int32 for
+  // narrow types); everything else in the destination's type.
+  const bool float_to_int = at::isFloatingType(src.scalar_type()) && !at::isFloatingType(dst.scalar_type());
+  engine::launch_elementwise(iter, engine::OR_OP_COPY, {},
+                             engine::compute_of(float_to_int ? src.scalar_type() : dst.scalar_type()));
+}
+
+// A dense tensor on `device` with dst's sizes and dtype, and dst's strides
+// when dst is dense (so that one memcpy moves it into dst).
+Tensor dense_like(const Tensor& dst, c10::Device device) {
+  const auto options = dst.options().device(device);
+  if (dst.is_non_overlapping_and_dense()) {
+    return at::empty_strided(dst.sizes(), dst.strides(), options);
+  }
+  return at::empty(dst.sizes(), options);
+}
+
 // ---- staging through host memory ----
 
 // A host copy of the storage span under a device tensor, viewed with the
@@ -127,31 +163,39 @@ void write_from_host(const Tensor& src, const Tensor& dst, bool non_blocking) {
   }
   const auto device = device_index_of(dst);
   const auto stream = current_stream(device);
-  if (dst.is_non_overlapping_and_dense()) {
+  if (same_layout(src, dst) && dst.is_non_overlapping_and_dense()) {
     // The elements fill their span exactly: one copy of numel * itemsize bytes.
     const uint64_t nbytes = static_cast<uint64_t>(dst.numel()) * dst.itemsize();
-    if (same_layout(src, dst)) {
-      const bool async = non_blocking && is_pinned_storage(src.storage());
-      OPENREG_CHECK(openreg::copy_h2d(device, stream.id(), mutable_address_of(dst),
-                                      reinterpret_cast<size_t>(src.const_data_ptr()), nbytes, async));
-      if (async) {
-        record_host_use_or_wait(src.storage(), stream);
-      }
-      return;
+    const bool async = non_blocking && is_pinned_storage(src.storage());
+    OPENREG_CHECK(openreg::copy_h2d(device, stream.id(), mutable_address_of(dst),
+                                    reinterpret_cast<size_t>(src.const_data_ptr()), nbytes, async));
+    if (async) {
+      record_host_use_or_wait(src.storage(), stream);
     }
+    return;
+  }
+  if (device_convertible(src, dst)) {
+    // The host's bytes as they are (packed), then dtype, strides and
+    // broadcasting on the device.
+    const Tensor packed = src.contiguous();
+    Tensor landing = at::empty(packed.sizes(), packed.options().device(dst.device()));
+    write_from_host(packed, landing, false);
+    convert_on_device(landing, dst);
+    return;
+  }
+  if (dst.is_non_overlapping_and_dense()) {
     Tensor staged = at::empty_strided(dst.sizes(), dst.strides(), dst.options().device(at::kCPU));
     // With dst's bits, copy_ stores the bytes dst's storage must hold.
     staged._set_conj(dst.is_conj());
     staged._set_neg(dst.is_neg());
     staged.copy_(src);
+    const uint64_t nbytes = static_cast<uint64_t>(dst.numel()) * dst.itemsize();
     OPENREG_CHECK(openreg::copy_h2d(device, stream.id(), mutable_address_of(dst),
                                     reinterpret_cast<size_t>(staged.const_data_ptr()), nbytes, false));
     return;
   }
-  // Elements with gaps between them: read the span, write the elements into
-  // it on the host, write the span back. The gaps keep their bytes (work
-  // that writes them concurrently on another stream must be ordered against
-  // this copy by the caller, as on CUDA).
+  // Complex or conj/neg tensors with gaps between elements: read the span,
+  // write the elements into it on the host, write the span back.
   Tensor view = read_to_host(dst);
   view.copy_(src);
   const uint64_t span_bytes = static_cast<uint64_t>(span_elements(dst)) * dst.itemsize();
@@ -178,6 +222,19 @@ void read_from_device(const Tensor& src, const Tensor& dst, bool non_blocking) {
     }
     return;
   }
+  if (device_convertible(src, dst)) {
+    // Dtype, strides and broadcasting on the device, then one packed copy.
+    Tensor staged = dense_like(dst, src.device());
+    convert_on_device(src, staged);
+    if (same_layout(staged, dst)) {
+      read_from_device(staged, dst, false);
+    } else {
+      Tensor host = at::empty_strided(staged.sizes(), staged.strides(), staged.options().device(at::kCPU));
+      read_from_device(staged, host, false);
+      dst.copy_(host);
+    }
+    return;
+  }
   dst.copy_(read_to_host(src));
 }
 
@@ -192,7 +249,23 @@ void copy_between_devices(const Tensor& src, const Tensor& dst) {
     return;
   }
   if (!same_layout(src, dst)) {
-    write_from_host(read_to_host(src), dst, false);
+    if (!device_convertible(src, dst)) {
+      write_from_host(read_to_host(src), dst, false);
+    } else if (src.device() == dst.device()) {
+      convert_on_device(src, dst);
+    } else {
+      // Convert on the source device into dst's layout, move the bytes, and
+      // scatter on dst's device if dst has gaps: no host in between.
+      Tensor staged = dense_like(dst, src.device());
+      convert_on_device(src, staged);
+      if (same_layout(staged, dst)) {
+        copy_between_devices(staged, dst);
+      } else {
+        Tensor landing = at::empty_strided(staged.sizes(), staged.strides(), staged.options().device(dst.device()));
+        copy_between_devices(staged, landing);
+        convert_on_device(landing, dst);
+      }
+    }
     return;
   }
   const auto src_device = device_index_of(src);
@@ -250,64 +323,6 @@ Tensor& set_storage_impl(Tensor& self, c10::Storage source, int64_t storage_offs
   at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), size, stride, /*resize_storage=*/false);
   ensure_storage_bytes(self.unsafeGetTensorImpl());
   return self;
-}
-
-// ---- launching device kernels ----
-
-openreg::KernelArgFfi ptr_arg(uint64_t address) {
-  return {0, address};
-}
-
-openreg::KernelArgFfi i32_arg(int64_t value) {
-  return {1, static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(value)))};
-}
-
-openreg::KernelArgFfi f32_arg(float value) {
-  return {3, static_cast<uint64_t>(c10::bit_cast<uint32_t>(value))};
-}
-
-// Enqueues `kernel` on the device's current stream.
-void launch_kernel(c10::DeviceIndex device, const char* kernel, std::initializer_list<openreg::KernelArgFfi> args) {
-  OPENREG_CHECK(openreg::launch(device, stream_of(device), kernel,
-                                rust::Slice<const openreg::KernelArgFfi>(args.begin(), args.size())));
-}
-
-// Kernel counts and byte lengths are i32 in the built-in kernels' ABI (the
-// built-in library is wasm32; memory64 devices have none, and every device
-// kernel checks `has_kernel` before it takes a call).
-bool fits_i32(int64_t n) {
-  return n <= std::numeric_limits<int32_t>::max();
-}
-
-bool is_zero(const at::Scalar& value) {
-  if (value.isSymbolic()) {
-    return false;
-  }
-  if (value.isFloatingPoint()) {
-    const double v = value.toDouble();
-    return v == 0.0 && !std::signbit(v); // -0.0 is not all-zero bytes
-  }
-  return value.isIntegral(/*includeBool=*/true) && value.toLong() == 0;
-}
-
-bool add_f32_applies(const Tensor& a, const Tensor& b, const at::Scalar& alpha) {
-  return a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat && is_openreg(a) &&
-      a.device() == b.device() && a.sizes().equals(b.sizes()) && a.is_contiguous() && b.is_contiguous() &&
-      !a.is_neg() && !b.is_neg() && !alpha.isSymbolic() && alpha.equal(1) && fits_i32(a.numel()) &&
-      openreg::has_kernel(device_index_of(a), "add_f32");
-}
-
-// The add_f32 contract: out may be a or b, but must not partially overlap them.
-bool may_write(const Tensor& out, const Tensor& in) {
-  const auto status = at::get_overlap_status(out, in);
-  return status == at::MemOverlapStatus::No || status == at::MemOverlapStatus::Full;
-}
-
-void launch_add_f32(const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (out.numel() > 0) {
-    launch_kernel(device_index_of(out), "add_f32",
-           {ptr_arg(mutable_address_of(out)), ptr_arg(address_of(a)), ptr_arg(address_of(b)), i32_arg(out.numel())});
-  }
 }
 
 // ---- the fallback's generators ----
@@ -439,7 +454,22 @@ void check_one_device(const c10::OperatorHandle& op, const torch::jit::Stack& st
 // ---- the CPU fallback ----
 
 void cpu_fallback_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  openreg::count_op(c10::toString(op.schema().operator_name()), false);
+  const std::string name = c10::toString(op.schema().operator_name());
+  // The fallback policy (OPENREG_FALLBACK, torch.openreg.set_fallback_policy),
+  // decided before any data moves.
+  switch (OPENREG_CHECK(openreg::fallback_decision(name))) {
+    case 0:
+      break;
+    case 1:
+      TORCH_WARN("openreg: ", name, " has no device kernel and runs through the CPU fallback (its tensors are copied ",
+                 "to the host, computed there and copied back); warned once per op under the 'warn' fallback policy");
+      break;
+    default:
+      TORCH_CHECK(false, "openreg: ", name, " has no device kernel, and the fallback policy is 'error' ",
+                  "(OPENREG_FALLBACK / torch.openreg.set_fallback_policy): running it on the CPU would move its ",
+                  "tensors off the device");
+  }
+  openreg::count_op(name, false);
   const size_t begin = stack->size() - op.schema().arguments().size();
   check_one_device(op, *stack, begin);
   use_device_generators(op, stack);
@@ -579,6 +609,10 @@ Tensor copy_from_kernel(const Tensor& self, const Tensor& dst, bool non_blocking
     TORCH_CHECK(is_openreg(*t) || t->device().is_cpu(), "openreg copies to and from CPU and openreg tensors only, not ",
                 t->device());
   }
+  // Converting on the host (complex dtypes, conjugate and negative bits) is
+  // a fallback run; everything else the device does.
+  const bool host_converts = !device_convertible(src, dst) && !same_layout(src, dst);
+  openreg::count_op("aten::_copy_from", !host_converts);
   if (dst.numel() == 0 || src.is_same(dst)) {
     return dst;
   }
@@ -597,6 +631,7 @@ Tensor copy_from_kernel(const Tensor& self, const Tensor& dst, bool non_blocking
 }
 
 Tensor copy_from_and_resize_kernel(const Tensor& self, const Tensor& dst) {
+  openreg::count_op("aten::_copy_from_and_resize", true);
   if (!dst.sizes().equals(self.sizes())) {
     if (is_openreg(dst)) {
       resize_kernel(dst, self.sym_sizes(), std::nullopt);
@@ -609,79 +644,6 @@ Tensor copy_from_and_resize_kernel(const Tensor& self, const Tensor& dst) {
 
 at::Scalar local_scalar_dense_kernel(const Tensor& self) {
   return read_to_host(self).item();
-}
-
-// ---- device kernels ----
-
-DeviceResult<Tensor&> fill_scalar_kernel(Tensor& self, const at::Scalar& value) {
-  if (!self.is_non_overlapping_and_dense() || self.is_conj() || self.is_neg() || value.isSymbolic() ||
-      value.isComplex()) {
-    return std::nullopt;
-  }
-  const int64_t n = self.numel();
-  if (n == 0) {
-    return std::ref(self);
-  }
-  const auto device = device_index_of(self);
-  const int64_t nbytes = n * static_cast<int64_t>(self.itemsize());
-  switch (self.scalar_type()) {
-    case at::kFloat:
-      if (fits_i32(n) && openreg::has_kernel(device, "fill_f32")) {
-        launch_kernel(device, "fill_f32", {ptr_arg(mutable_address_of(self)), i32_arg(n), f32_arg(value.to<float>())});
-        return std::ref(self);
-      }
-      break;
-    case at::kBool:
-    case at::kByte:
-    case at::kChar:
-      if (fits_i32(nbytes) && openreg::has_kernel(device, "fill_u8")) {
-        // to<T>() raises on overflow, as CPU's fill_ does.
-        const uint8_t byte = self.scalar_type() == at::kBool ? static_cast<uint8_t>(value.to<bool>())
-            : self.scalar_type() == at::kByte                ? value.to<uint8_t>()
-                                                             : static_cast<uint8_t>(value.to<int8_t>());
-        launch_kernel(device, "fill_u8", {ptr_arg(mutable_address_of(self)), i32_arg(nbytes), i32_arg(byte)});
-        return std::ref(self);
-      }
-      break;
-    default:
-      break;
-  }
-  if (is_zero(value) && fits_i32(nbytes) && openreg::has_kernel(device, "fill_u8")) {
-    launch_kernel(device, "fill_u8", {ptr_arg(mutable_address_of(self)), i32_arg(nbytes), i32_arg(0)});
-    return std::ref(self);
-  }
-  return std::nullopt;
-}
-
-DeviceResult<Tensor&> zero_kernel(Tensor& self) {
-  return fill_scalar_kernel(self, 0);
-}
-
-DeviceResult<Tensor> add_tensor_kernel(const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
-  if (!add_f32_applies(self, other, alpha)) {
-    return std::nullopt;
-  }
-  Tensor out = at::empty(self.sizes(), self.options());
-  launch_add_f32(out, self, other);
-  return out;
-}
-
-DeviceResult<Tensor&> add_inplace_kernel(Tensor& self, const Tensor& other, const at::Scalar& alpha) {
-  if (!add_f32_applies(self, other, alpha) || !may_write(self, other)) {
-    return std::nullopt;
-  }
-  launch_add_f32(self, self, other);
-  return std::ref(self);
-}
-
-DeviceResult<Tensor&> add_out_kernel(const Tensor& self, const Tensor& other, const at::Scalar& alpha, Tensor& out) {
-  if (!add_f32_applies(self, other, alpha) || out.scalar_type() != at::kFloat || out.device() != self.device() ||
-      !out.sizes().equals(self.sizes()) || !out.is_contiguous() || out.is_neg() || !may_write(out, self) ||
-      !may_write(out, other)) {
-    return std::nullopt;
-  }
-  launch_add_f32(out, self, other);
-  return std::ref(out);
 }
 
 } // namespace openreg::kernels

@@ -5,10 +5,8 @@
 //   the device allocator; views, `set_` and `resize_`, which must alias the
 //   device storage (a CPU fallback would return copies); and copies, which
 //   move bytes with the runtime's copy calls.
-// - Device kernels: run an op as a wasm kernel on the device when the call is
-//   one they handle (dtype, layout, devices), and return an empty result
-//   otherwise, so the CPU fallback runs instead. Adding one is one function
-//   here plus one registration line in OpenRegOps.cpp.
+// - Device kernels are not here: each op family runs on the device engine
+//   from its own file (OpenRegElementwise.cpp, over OpenRegEngine.h).
 // - The CPU fallback, for every other op: device to host, the CPU kernel,
 //   host to device (at::native::cpu_fallback, which handles in-place ops,
 //   out=, several outputs), with random ops drawing from the device's
@@ -30,19 +28,6 @@
 #include <c10/core/Stream.h>
 
 namespace openreg {
-
-// What a device kernel returns: the op's result when it ran on the device,
-// nothing when the call is outside what it handles.
-template <class R>
-struct DeviceResultOf {
-  using type = std::optional<R>;
-};
-template <class R>
-struct DeviceResultOf<R&> {
-  using type = std::optional<std::reference_wrapper<R>>;
-};
-template <class R>
-using DeviceResult = typename DeviceResultOf<R>::type;
 
 // Keeps OpenRegOps.cpp (all operator registrations) linked.
 void register_ops();
@@ -118,15 +103,6 @@ std::tuple<Tensor, Tensor> fused_gru_cell_kernel(const Tensor& input_gates, cons
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fused_gru_cell_backward_kernel(const Tensor& grad_hy,
                                                                                   const Tensor& workspace,
                                                                                   bool has_bias);
-
-// ---- device kernels (wasm, on the device), or nothing ----
-// fill_f32 for float32, fill_u8 for 1-byte dtypes and for zero; dense tensors.
-DeviceResult<Tensor&> fill_scalar_kernel(Tensor& self, const at::Scalar& value);
-DeviceResult<Tensor&> zero_kernel(Tensor& self);
-// add_f32 for float32, same shape, contiguous, one device, alpha == 1.
-DeviceResult<Tensor> add_tensor_kernel(const Tensor& self, const Tensor& other, const at::Scalar& alpha);
-DeviceResult<Tensor&> add_inplace_kernel(Tensor& self, const Tensor& other, const at::Scalar& alpha);
-DeviceResult<Tensor&> add_out_kernel(const Tensor& self, const Tensor& other, const at::Scalar& alpha, Tensor& out);
 
 } // namespace kernels
 } // namespace openreg

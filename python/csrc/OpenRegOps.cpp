@@ -5,10 +5,8 @@
 // Python with torch_openreg._C.op_counts()): native and device kernels as
 // device runs, the CPU fallback as fallback runs.
 //
-// To run an op on the device: write a device kernel with the op's C++
-// signature that returns DeviceResult<R> (OpenRegKernels.h), then add one
-// line below with OPENREG_DEVICE_OR_FALLBACK. Calls the kernel does not
-// handle go to the CPU fallback.
+// The ops that run on the device engine (elementwise, ...) are registered
+// with their family, one line per op: OpenRegElementwise.cpp.
 
 #include <mutex>
 #include <string>
@@ -44,30 +42,10 @@ struct Native<Op, Kernel> {
   }
 };
 
-// A device kernel, with the CPU fallback for the calls it does not handle.
-template <class Op, auto Kernel, class Schema = typename Op::schema>
-struct DeviceOrFallback;
-template <class Op, auto Kernel, class R, class... Args>
-struct DeviceOrFallback<Op, Kernel, R(Args...)> {
-  static R call(Args... args) {
-    if (auto result = Kernel(args...)) {
-      openreg::count_op(op_name<Op>(), true);
-      if constexpr (std::is_reference_v<R>) {
-        return result->get();
-      } else {
-        return std::move(*result);
-      }
-    }
-    return at::native::call_fallback_fn_symint<&kernels::cpu_fallback_kernel, Op>::call(args...);
-  }
-};
-
 } // namespace
 } // namespace openreg
 
 #define OPENREG_NATIVE(op, kernel) TORCH_FN((::openreg::Native<at::_ops::op, &::openreg::kernels::kernel>::call))
-#define OPENREG_DEVICE_OR_FALLBACK(op, kernel) \
-  TORCH_FN((::openreg::DeviceOrFallback<at::_ops::op, &::openreg::kernels::kernel>::call))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // creation
@@ -93,8 +71,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", OPENREG_NATIVE(record_stream, record_stream_kernel));
 
   // copies
-  m.impl("_copy_from", OPENREG_NATIVE(_copy_from, copy_from_kernel));
-  m.impl("_copy_from_and_resize", OPENREG_NATIVE(_copy_from_and_resize, copy_from_and_resize_kernel));
+  // (counted by the kernel: as a device run, or as a fallback run when it
+  // had to convert data on the host)
+  m.impl("_copy_from", TORCH_FN(::openreg::kernels::copy_from_kernel));
+  m.impl("_copy_from_and_resize", TORCH_FN(::openreg::kernels::copy_from_and_resize_kernel));
   m.impl("_local_scalar_dense", OPENREG_NATIVE(_local_scalar_dense, local_scalar_dense_kernel));
 
   // decompositions (not counted: the ops they call are)
@@ -113,13 +93,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution", fallback());
   m.impl("_convolution", fallback());
   m.impl("convolution_backward", fallback());
-
-  // device kernels, with the CPU fallback for what they do not handle
-  m.impl("fill_.Scalar", OPENREG_DEVICE_OR_FALLBACK(fill__Scalar, fill_scalar_kernel));
-  m.impl("zero_", OPENREG_DEVICE_OR_FALLBACK(zero_, zero_kernel));
-  m.impl("add.Tensor", OPENREG_DEVICE_OR_FALLBACK(add_Tensor, add_tensor_kernel));
-  m.impl("add_.Tensor", OPENREG_DEVICE_OR_FALLBACK(add__Tensor, add_inplace_kernel));
-  m.impl("add.out", OPENREG_DEVICE_OR_FALLBACK(add_out, add_out_kernel));
 }
 
 // The copy kernels handle the conjugate and negative bits themselves (they

@@ -50,14 +50,6 @@ pub mod ffi {
         total_bytes: u64,
     }
 
-    /// One kernel argument: `kind` 0 = device pointer, 1 = i32, 2 = i64,
-    /// 3 = f32, 4 = f64; `bits` holds the value (floats as their bit pattern).
-    #[derive(Debug)]
-    struct KernelArgFfi {
-        kind: u8,
-        bits: u64,
-    }
-
     // ---- Rust exposed to C++ --------------------------------------------------
 
     extern "Rust" {
@@ -108,17 +100,22 @@ pub mod ffi {
         fn synchronize_event(event: u64) -> Result<()>;
         fn elapsed_time(start: u64, end: u64) -> Result<f64>;
 
-        /// Launches a kernel (found by name among the device's modules).
-        fn launch(device: i32, stream: i64, kernel: &str, args: &[KernelArgFfi]) -> Result<()>;
-        /// Whether exactly one module on the device exports `kernel` (so a
-        /// launch by name can find it; memory64 devices have no built-in library).
-        fn has_kernel(device: i32, kernel: &str) -> bool;
+        /// The index of a kernel of the built-in engine (`openreg.engine`,
+        /// module 0 on every device); the same on every device.
+        fn engine_kernel(device: i32, name: &str) -> Result<u32>;
+        /// Launches engine kernel `kernel` with a parameter block; `pointers`
+        /// are the byte positions of device addresses in `params`, which the
+        /// runtime checks against the device and turns into offsets.
+        fn launch_engine(device: i32, stream: i64, kernel: u32, params: &[u8], pointers: &[u32]) -> Result<()>;
 
         /// Page-aligned host memory for pinned tensors; `is_pinned` knows it.
         fn pinned_alloc(size: usize) -> Result<usize>;
         fn pinned_free(ptr: usize);
         fn is_pinned(ptr: usize) -> bool;
 
+        /// What the CPU fallback does for one run of `op` under the fallback
+        /// policy: 0 run it, 1 warn and run it (first run under `warn`), 2 refuse.
+        fn fallback_decision(op: &str) -> Result<u8>;
         /// Counts one run of `op`, as a device kernel or through the CPU fallback.
         fn count_op(op: &str, on_device: bool);
     }

@@ -196,8 +196,8 @@ fn launch(device: i64, stream_id: i64, kernel: &str, args: Vec<Bound<'_, PyAny>>
     let info = rt
         .module_kernels(device, kernel.module)?
         .into_iter()
-        .find(|k| k.name == kernel.name)
-        .ok_or_else(|| Error::KernelNotFound { device, name: kernel.name.clone() })?;
+        .nth(kernel.index as usize)
+        .ok_or_else(|| Error::KernelNotFound { device, name: kernel.index.to_string() })?;
     // Arguments beyond the signature are converted as i64; the runtime's own
     // signature check then reports the count mismatch.
     let mut converted = Vec::with_capacity(args.len());
@@ -236,6 +236,20 @@ fn reset_op_counts() {
     runtime_ffi::OP_COUNTS.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
+/// The CPU fallback's policy: "allow", "warn" or "error".
+#[pyfunction]
+fn fallback_policy() -> PyResultOr<&'static str> {
+    Ok(runtime_ffi::fallback_policy()?.name())
+}
+
+/// Sets the CPU fallback's policy ("allow", "warn" or "error"); raises
+/// ValueError for anything else.
+#[pyfunction]
+fn set_fallback_policy(policy: &str) -> PyResultOr<()> {
+    let policy = runtime_ffi::FallbackPolicy::parse(policy).map_err(Error::InvalidArgument)?;
+    Ok(runtime_ffi::set_fallback_policy(policy)?)
+}
+
 #[pymodule]
 #[pyo3(name = "_C")]
 fn torch_openreg_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -260,5 +274,7 @@ fn torch_openreg_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(launch, m)?)?;
     m.add_function(wrap_pyfunction!(op_counts, m)?)?;
     m.add_function(wrap_pyfunction!(reset_op_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(fallback_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(set_fallback_policy, m)?)?;
     Ok(())
 }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use openreg_host::abi::*;
-use openreg_host::{Error, Runtime};
+use openreg_host::{Error, Runtime, ENGINE_MODULE};
 
-use crate::bridge::ffi::{ErrorKind, KernelArgFfi, MemInfoFfi, MemoryStatsFfi};
+use crate::bridge::ffi::{ErrorKind, MemInfoFfi, MemoryStatsFfi};
 
 thread_local! {
     static LAST_ERROR: Cell<ErrorKind> = const { Cell::new(ErrorKind::Other) };
@@ -200,27 +200,16 @@ pub fn elapsed_time(start: u64, end: u64) -> Result<f64> {
     track((|| runtime()?.elapsed_time(start, end).map(f64::from))())
 }
 
-pub fn has_kernel(device: i32, kernel: &str) -> bool {
-    runtime().is_ok_and(|rt| u32::try_from(device).is_ok_and(|d| rt.has_kernel(d, kernel)))
+/// The index of a kernel of the built-in engine (module 0 on every device).
+pub fn engine_kernel(device: i32, name: &str) -> Result<u32> {
+    track((|| Ok(runtime()?.module_kernel(index(device)?, ENGINE_MODULE, name)?.index))())
 }
 
-pub fn launch(device: i32, stream: i64, kernel: &str, args: &[KernelArgFfi]) -> Result<()> {
+pub fn launch_engine(device: i32, stream: i64, kernel: u32, params: &[u8], pointers: &[u32]) -> Result<()> {
     track((|| {
-        let rt = runtime()?;
-        let s = stream_ref(device, stream)?;
-        let kernel = rt.find_kernel(s.device, kernel)?;
-        let args = args
-            .iter()
-            .map(|a| match a.kind {
-                0 => Ok(KernelArg::Ptr(a.bits)),
-                1 => Ok(KernelArg::I32(a.bits as u32 as i32)),
-                2 => Ok(KernelArg::I64(a.bits as i64)),
-                3 => Ok(KernelArg::F32(f32::from_bits(a.bits as u32))),
-                4 => Ok(KernelArg::F64(f64::from_bits(a.bits))),
-                k => Err(Error::InvalidArgument(format!("kernel argument kind {k} is not one of 0..=4"))),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        rt.launch(s, kernel, &args)
+        let block = ParamBlock { bytes: params.to_vec(), pointers: pointers.to_vec() };
+        let kernel = KernelRef { module: ENGINE_MODULE, index: kernel };
+        runtime()?.launch(stream_ref(device, stream)?, kernel, &[KernelArg::Params(block)])
     })())
 }
 
@@ -267,6 +256,82 @@ pub fn is_pinned(ptr: usize) -> bool {
 }
 
 // ---- op accounting ---------------------------------------------------------------
+
+// ---- the CPU fallback's policy ---------------------------------------------
+
+/// What the CPU fallback may do (`OPENREG_FALLBACK`, `torch.openreg.set_fallback_policy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FallbackPolicy {
+    /// Run ops without a device kernel on the CPU (data goes to the host and back).
+    Allow,
+    /// The same, with one warning per op name.
+    Warn,
+    /// Refuse: raise a RuntimeError naming the op before any data moves.
+    Error,
+}
+
+impl FallbackPolicy {
+    pub const NAMES: [&'static str; 3] = ["allow", "warn", "error"];
+
+    pub fn parse(name: &str) -> std::result::Result<FallbackPolicy, String> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "allow" => Ok(FallbackPolicy::Allow),
+            "warn" => Ok(FallbackPolicy::Warn),
+            "error" => Ok(FallbackPolicy::Error),
+            other => Err(format!("fallback policy `{other}` is not one of allow, warn, error")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+struct FallbackState {
+    policy: FallbackPolicy,
+    /// Ops already warned about under `Warn`.
+    warned: std::collections::BTreeSet<String>,
+}
+
+/// The policy, read from `OPENREG_FALLBACK` on first use.
+static FALLBACK: Mutex<Option<FallbackState>> = Mutex::new(None);
+
+fn with_fallback<T>(f: impl FnOnce(&mut FallbackState) -> T) -> Result<T> {
+    let mut guard = FALLBACK.lock().unwrap_or_else(|e| e.into_inner());
+    if guard.is_none() {
+        let policy = match std::env::var("OPENREG_FALLBACK") {
+            Ok(value) => FallbackPolicy::parse(&value).map_err(|reason| Error::Config {
+                var: "OPENREG_FALLBACK",
+                value: value.clone(),
+                reason,
+            })?,
+            Err(_) => FallbackPolicy::Allow,
+        };
+        *guard = Some(FallbackState { policy, warned: Default::default() });
+    }
+    Ok(f(guard.as_mut().expect("initialized above")))
+}
+
+pub fn fallback_policy() -> Result<FallbackPolicy> {
+    with_fallback(|state| state.policy)
+}
+
+pub fn set_fallback_policy(policy: FallbackPolicy) -> Result<()> {
+    with_fallback(|state| {
+        state.policy = policy;
+        state.warned.clear();
+    })
+}
+
+/// What the fallback does for one run of `op`: 0 run it, 1 warn (first run
+/// under `warn`) and run it, 2 refuse.
+pub fn fallback_decision(op: &str) -> Result<u8> {
+    track(with_fallback(|state| match state.policy {
+        FallbackPolicy::Allow => 0,
+        FallbackPolicy::Warn => u8::from(state.warned.insert(op.to_string())),
+        FallbackPolicy::Error => 2,
+    }))
+}
 
 /// Per-op counts: (ran as a device kernel, ran through the CPU fallback).
 pub(crate) static OP_COUNTS: Mutex<BTreeMap<String, (u64, u64)>> = Mutex::new(BTreeMap::new());

@@ -22,6 +22,7 @@ first device is used: ``OPENREG_DEVICE_COUNT`` (default 2) and ``OPENREG_DEVICE_
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Iterable
@@ -41,8 +42,10 @@ __all__ = [
     "device",
     "device_count",
     "empty_cache",
+    "fallback_policy",
     "get_device_name",
     "get_device_properties",
+    "get_fallback_policy",
     "get_rng_state",
     "get_rng_state_all",
     "init",
@@ -63,6 +66,7 @@ __all__ = [
     "seed",
     "seed_all",
     "set_device",
+    "set_fallback_policy",
     "set_rng_state",
     "set_rng_state_all",
     "set_stream",
@@ -644,3 +648,56 @@ def op_counts() -> dict[str, dict[str, int]]:
 def reset_op_counts() -> None:
     """Set every count of :func:`op_counts` back to zero."""
     _C.reset_op_counts()
+
+
+# ---- the CPU fallback's policy ------------------------------------------------------
+
+_FALLBACK_POLICIES = ("allow", "warn", "error")
+
+
+def get_fallback_policy() -> str:
+    """Return what happens to an operator that has no device kernel.
+
+    ``"allow"`` (the default): it runs through the CPU fallback (its tensors are copied to
+    the host, computed there by torch's CPU kernel, and copied back). ``"warn"``: the same,
+    with one warning per operator. ``"error"``: it raises ``RuntimeError`` naming the
+    operator before any data moves, so tensor data is never computed on by the host.
+    Copies between host and device are always allowed. The initial policy comes from the
+    environment variable ``OPENREG_FALLBACK``.
+    """
+    return _C.fallback_policy()
+
+
+def set_fallback_policy(policy: str) -> None:
+    """Set the process-wide fallback policy: ``"allow"``, ``"warn"`` or ``"error"``.
+
+    See :func:`get_fallback_policy`. Raises ``ValueError`` for any other value. Setting
+    ``"warn"`` again re-arms the warnings.
+
+    Example::
+
+        torch.openreg.set_fallback_policy("error")
+        x = torch.ones(4, device="openreg")
+        x + 1                      # runs on the device
+        torch.fft.fft(x)           # RuntimeError: openreg: aten::fft_r2c has no device kernel ...
+    """
+    if not isinstance(policy, str):
+        raise TypeError(f"a fallback policy is a str ({', '.join(_FALLBACK_POLICIES)}), got {type(policy).__name__}")
+    _C.set_fallback_policy(policy)
+
+
+@contextlib.contextmanager
+def fallback_policy(policy: str):
+    """Context manager: run a block under a fallback policy, then restore the previous one.
+
+    Example::
+
+        with torch.openreg.fallback_policy("error"):
+            loss = model(x).sum()   # raises if any op would leave the device
+    """
+    previous = get_fallback_policy()
+    set_fallback_policy(policy)
+    try:
+        yield
+    finally:
+        set_fallback_policy(previous)

@@ -1,0 +1,694 @@
+/*
+ * The elementwise engine of `openreg.engine`: one kernel, `elementwise`,
+ * that applies any op of OR_ELEMENTWISE_OPS over the iteration space its
+ * parameter block describes (see openreg_engine.h).
+ *
+ * Structure (PyTorch's gpu_kernel in aten/src/ATen/native/cuda/Loops.cuh is
+ * the model):
+ *   - an op is an expression over `a`, `b`, `c` and the arguments `A0`, `A1`,
+ *     written once per compute type (float, double, int64) in the tables
+ *     below;
+ *   - OR_LOOPS instantiates, per op and compute type, three row loops: a
+ *     contiguous one on the compute type's own storage type (vectorized by
+ *     clang with SIMD128), a strided one on the same types, and a generic one
+ *     that converts every operand from and to its own dtype;
+ *   - `walk` runs a row loop over every row of the (up to 16-dimensional)
+ *     iteration space, in a fixed order, so results never depend on how work
+ *     is split.
+ * Scalar operands are copied into a local of the compute type and read with
+ * stride 0.
+ *
+ * Compiled for wasm32 and wasm64 from this one source (device-kernels/build.rs).
+ */
+#include "openreg_engine.h"
+
+#define EXPORT(name) __attribute__((export_name(#name), visibility("default")))
+#define TRAP() __builtin_trap()
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+typedef unsigned long usize;
+
+ALWAYS_INLINE char *device_ptr(uint64_t offset) {
+  return (char *)(usize)offset;
+}
+
+/* ---- float16 and bfloat16, round to nearest even ---- */
+
+ALWAYS_INLINE uint32_t f32_bits(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+}
+
+ALWAYS_INLINE float f32_from_bits(uint32_t u) {
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
+static float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  const uint32_t e = (h >> 10) & 0x1f;
+  const uint32_t m = h & 0x3ff;
+  if (e == 0x1f) {
+    return f32_from_bits(sign | 0x7f800000 | (m << 13));
+  }
+  if (e != 0) {
+    return f32_from_bits(sign | ((e + 112) << 23) | (m << 13));
+  }
+  const float v = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */
+  return sign ? -v : v;
+}
+
+static uint16_t f32_to_f16(float f) {
+  const uint32_t x = f32_bits(f);
+  const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  const uint32_t ax = x & 0x7fffffff;
+  if (ax > 0x7f800000) {
+    return sign | 0x7e00 | (uint16_t)((ax >> 13) & 0x3ff); /* NaN stays NaN (quiet) */
+  }
+  if (ax >= 0x47800000) {
+    return sign | 0x7c00; /* at least 2^16: infinity */
+  }
+  if (ax >= 0x38800000) { /* a normal half: rebias, round at bit 13 (a carry may reach infinity) */
+    uint32_t m = ax - 0x38000000;
+    m += 0xfff + ((m >> 13) & 1);
+    return sign | (uint16_t)(m >> 13);
+  }
+  if (ax < 0x33000000) {
+    return sign; /* at most 2^-25 (a tie, to even): zero */
+  }
+  /* a subnormal half: the value in units of 2^-24, rounded */
+  const uint32_t e = ax >> 23;
+  const uint32_t mant = (ax & 0x7fffff) | 0x800000;
+  const uint32_t shift = 126 - e; /* 14..24 */
+  uint32_t r = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1);
+  const uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (r & 1))) {
+    r++;
+  }
+  return sign | (uint16_t)r;
+}
+
+ALWAYS_INLINE float bf16_to_f32(uint16_t b) {
+  return f32_from_bits((uint32_t)b << 16);
+}
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffff) > 0x7f800000) {
+    return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN (quiet) */
+  }
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+/* ---- exact remainder (C's fmod) ---- */
+
+ALWAYS_INLINE double f64_from_bits(uint64_t u) {
+  double d;
+  __builtin_memcpy(&d, &u, 8);
+  return d;
+}
+
+ALWAYS_INLINE uint64_t f64_bits(double d) {
+  uint64_t u;
+  __builtin_memcpy(&u, &d, 8);
+  return u;
+}
+
+/*
+ * x - trunc(x / y) * y, exactly: binary long division of the significands,
+ * one exponent step at a time (the remainder of two floats is always
+ * representable, so nothing rounds). NAME(x, y) for a float type of BITS
+ * bits with MANT_BITS explicit significand bits.
+ */
+#define OR_DEFINE_FMOD(NAME, T, U, BITS, MANT_BITS, TO_BITS, FROM_BITS)                  \
+  static T NAME(T x, T y) {                                                              \
+    const U sign_bit = (U)1 << (BITS - 1);                                               \
+    const U implicit = (U)1 << MANT_BITS;                                                \
+    const U mant_mask = implicit - 1;                                                    \
+    const U inf = ((((U)1 << (BITS - 1 - MANT_BITS)) - 1)) << MANT_BITS;                 \
+    U ux = TO_BITS(x), uy = TO_BITS(y);                                                  \
+    const U sign = ux & sign_bit;                                                        \
+    ux &= ~sign_bit;                                                                     \
+    uy &= ~sign_bit;                                                                     \
+    if (uy == 0 || ux >= inf || uy > inf) {                                              \
+      return (x * y) / (x * y); /* NaN: y is 0, x is infinite, or a NaN */               \
+    }                                                                                    \
+    if (ux < uy) {                                                                       \
+      return x; /* |x| < |y| (or y infinite) */                                          \
+    }                                                                                    \
+    int ex = (int)(ux >> MANT_BITS), ey = (int)(uy >> MANT_BITS);                        \
+    U mx = ux & mant_mask, my = uy & mant_mask;                                          \
+    if (ex) {                                                                            \
+      mx |= implicit;                                                                    \
+    } else {                                                                             \
+      for (ex = 1; !(mx & implicit); ex--) {                                             \
+        mx <<= 1;                                                                        \
+      }                                                                                  \
+    }                                                                                    \
+    if (ey) {                                                                            \
+      my |= implicit;                                                                    \
+    } else {                                                                             \
+      for (ey = 1; !(my & implicit); ey--) {                                             \
+        my <<= 1;                                                                        \
+      }                                                                                  \
+    }                                                                                    \
+    /* mx < 2 * my holds after each step, so one subtraction per bit suffices. */        \
+    for (; ex > ey; ex--) {                                                              \
+      if (mx >= my) {                                                                    \
+        mx -= my;                                                                        \
+      }                                                                                  \
+      mx <<= 1;                                                                          \
+    }                                                                                    \
+    if (mx >= my) {                                                                      \
+      mx -= my;                                                                          \
+    }                                                                                    \
+    if (mx == 0) {                                                                       \
+      return FROM_BITS(sign);                                                            \
+    }                                                                                    \
+    for (; !(mx & implicit); ey--) {                                                     \
+      mx <<= 1;                                                                          \
+    }                                                                                    \
+    const U r = ey > 0 ? ((U)ey << MANT_BITS) | (mx & mant_mask) : mx >> (1 - ey);       \
+    return FROM_BITS(r | sign);                                                          \
+  }
+
+OR_DEFINE_FMOD(fmod_f32, float, uint32_t, 32, 23, f32_bits, f32_from_bits)
+OR_DEFINE_FMOD(fmod_f64, double, uint64_t, 64, 52, f64_bits, f64_from_bits)
+
+/* torch.div(rounding_mode='floor') on floats, as PyTorch's CPU kernel computes it. */
+#define OR_DEFINE_DIV_FLOOR(NAME, T, FMOD, FLOOR, COPYSIGN)           \
+  static T NAME(T a, T b) {                                          \
+    if (b == 0) {                                                    \
+      return a / b;                                                  \
+    }                                                                \
+    const T mod = FMOD(a, b);                                        \
+    T div = (a - mod) / b;                                           \
+    if (mod != 0 && (b < 0) != (mod < 0)) {                          \
+      div -= (T)1;                                                   \
+    }                                                                \
+    if (div == 0) {                                                  \
+      return COPYSIGN((T)0, a / b);                                  \
+    }                                                                \
+    T floordiv = FLOOR(div);                                         \
+    if (div - floordiv > (T)0.5) {                                   \
+      floordiv += (T)1;                                              \
+    }                                                                \
+    return floordiv;                                                 \
+  }
+
+OR_DEFINE_DIV_FLOOR(div_floor_f32, float, fmod_f32, __builtin_floorf, __builtin_copysignf)
+OR_DEFINE_DIV_FLOOR(div_floor_f64, double, fmod_f64, __builtin_floor, __builtin_copysign)
+
+/* Python's %: the result has the sign of b. */
+#define OR_DEFINE_REMAINDER(NAME, T, FMOD)                           \
+  static T NAME(T a, T b) {                                          \
+    T mod = FMOD(a, b);                                              \
+    if (mod != 0 && (b < 0) != (mod < 0)) {                          \
+      mod += b;                                                      \
+    }                                                                \
+    return mod;                                                      \
+  }
+
+OR_DEFINE_REMAINDER(remainder_f32, float, fmod_f32)
+OR_DEFINE_REMAINDER(remainder_f64, double, fmod_f64)
+
+/* ---- loads and stores of any dtype, in each compute type ---- */
+
+/* Float to integer conversions give what PyTorch's CPU kernels give on
+ * x86-64 (where C++ leaves them undefined): a NaN or a value out of range of
+ * int32 (int64 for int64 outputs) becomes INT32_MIN (INT64_MIN); narrower
+ * integer types take the low bits of the int32, so they wrap. The same on
+ * every host: the wasm conversions used never trap or saturate. */
+ALWAYS_INLINE int64_t float_to_i64(double v) {
+  return (v != v || v >= 9223372036854775808.0 || v < -9223372036854775808.0) ? INT64_MIN : (int64_t)v;
+}
+
+ALWAYS_INLINE int64_t float_to_i32(double v) {
+  return (v != v || v >= 2147483648.0 || v < -2147483648.0) ? INT32_MIN : (int32_t)v;
+}
+
+#define OR_DEFINE_LOAD(NAME, T)                                      \
+  ALWAYS_INLINE T NAME(const char *p, uint32_t dtype) {              \
+    switch (dtype) {                                                 \
+    case OR_U8:                                                      \
+      return (T) * (const uint8_t *)p;                               \
+    case OR_I8:                                                      \
+      return (T) * (const int8_t *)p;                                \
+    case OR_I16:                                                     \
+      return (T) * (const int16_t *)p;                               \
+    case OR_I32:                                                     \
+      return (T) * (const int32_t *)p;                               \
+    case OR_I64:                                                     \
+      return (T) * (const int64_t *)p;                               \
+    case OR_F16:                                                     \
+      return (T)f16_to_f32(*(const uint16_t *)p);                    \
+    case OR_F32:                                                     \
+      return (T) * (const float *)p;                                 \
+    case OR_F64:                                                     \
+      return (T) * (const double *)p;                                \
+    case OR_BOOL:                                                    \
+      return (T)(*(const uint8_t *)p != 0);                          \
+    case OR_BF16:                                                    \
+      return (T)bf16_to_f32(*(const uint16_t *)p);                   \
+    default:                                                         \
+      TRAP();                                                        \
+    }                                                                \
+  }
+
+OR_DEFINE_LOAD(load_F32, float)
+OR_DEFINE_LOAD(load_F64, double)
+
+/* int64 loads of floats convert as stores do (only copies load floats as int64). */
+ALWAYS_INLINE int64_t load_I64(const char *p, uint32_t dtype) {
+  switch (dtype) {
+  case OR_F16:
+  case OR_BF16:
+  case OR_F32:
+  case OR_F64:
+    return float_to_i64(load_F64(p, dtype));
+  case OR_U8:
+    return *(const uint8_t *)p;
+  case OR_I8:
+    return *(const int8_t *)p;
+  case OR_I16:
+    return *(const int16_t *)p;
+  case OR_I32:
+    return *(const int32_t *)p;
+  case OR_I64:
+    return *(const int64_t *)p;
+  case OR_BOOL:
+    return *(const uint8_t *)p != 0;
+  default:
+    TRAP();
+  }
+}
+
+#define OR_DEFINE_STORE(NAME, T, TO_I32, TO_I64)                     \
+  ALWAYS_INLINE void NAME(char *p, uint32_t dtype, T v) {            \
+    switch (dtype) {                                                 \
+    case OR_U8:                                                      \
+      *(uint8_t *)p = (uint8_t)TO_I32(v);                            \
+      return;                                                        \
+    case OR_I8:                                                      \
+      *(int8_t *)p = (int8_t)TO_I32(v);                              \
+      return;                                                        \
+    case OR_I16:                                                     \
+      *(int16_t *)p = (int16_t)TO_I32(v);                            \
+      return;                                                        \
+    case OR_I32:                                                     \
+      *(int32_t *)p = (int32_t)TO_I32(v);                            \
+      return;                                                        \
+    case OR_I64:                                                     \
+      *(int64_t *)p = TO_I64(v);                                     \
+      return;                                                        \
+    case OR_F16:                                                     \
+      *(uint16_t *)p = f32_to_f16((float)v);                         \
+      return;                                                        \
+    case OR_F32:                                                     \
+      *(float *)p = (float)v;                                        \
+      return;                                                        \
+    case OR_F64:                                                     \
+      *(double *)p = (double)v;                                      \
+      return;                                                        \
+    case OR_BOOL:                                                    \
+      *(uint8_t *)p = v != 0;                                        \
+      return;                                                        \
+    case OR_BF16:                                                    \
+      *(uint16_t *)p = f32_to_bf16((float)v);                        \
+      return;                                                        \
+    default:                                                         \
+      TRAP();                                                        \
+    }                                                                \
+  }
+
+#define OR_INT_AS_IS(v) (v)
+OR_DEFINE_STORE(store_F32, float, float_to_i32, float_to_i64)
+OR_DEFINE_STORE(store_F64, double, float_to_i32, float_to_i64)
+OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
+
+/* A scalar argument in each compute type. */
+#define ARG_F32(s) ((float)(s).f)
+#define ARG_F64(s) ((s).f)
+#define ARG_I64(s) ((s).i)
+
+/* The storage dtype whose values are the compute type's own. */
+#define NATIVE_F32 OR_F32
+#define NATIVE_F64 OR_F64
+#define NATIVE_I64 OR_I64
+
+/* ---- the ops, per compute type ---- */
+
+/* Float ops (T is float or double; SQRT etc. are the wasm instructions). */
+#define F_MAX(x, y) ((x) < (y) ? (y) : (x))
+#define F_MIN(x, y) ((y) < (x) ? (y) : (x))
+#define F_ISNAN(x) ((x) != (x))
+
+#define OR_FLOAT_OPS(X, T, FSQRT, FFLOOR, FCEIL, FTRUNC, FRINT, FFABS, SUFFIX)                                     \
+  X(FILL, 0, T, A0)                                                                                   \
+  X(COPY, 1, T, a)                                                                                    \
+  X(NEG, 1, T, -a)                                                                                    \
+  X(ABS, 1, T, FFABS(a))                                                                               \
+  X(SIGN, 1, T, (T)((0 < a) - (a < 0)))                                                               \
+  X(SQRT, 1, T, FSQRT(a))                                                                              \
+  X(RSQRT, 1, T, (T)1 / FSQRT(a))                                                                      \
+  X(RECIPROCAL, 1, T, (T)1 / a)                                                                       \
+  X(FLOOR, 1, T, FFLOOR(a))                                                                            \
+  X(CEIL, 1, T, FCEIL(a))                                                                              \
+  X(TRUNC, 1, T, FTRUNC(a))                                                                            \
+  X(ROUND, 1, T, FRINT(a))                                                                             \
+  X(BITWISE_NOT, 1, T, (TRAP(), a))                                                                   \
+  X(LOGICAL_NOT, 1, uint8_t, a == 0)                                                                  \
+  X(ISNAN, 1, uint8_t, F_ISNAN(a))                                                                    \
+  X(CLAMP, 1, T, F_ISNAN(a) ? a : F_MIN(F_MAX(a, A0), A1))                                            \
+  X(CLAMP_MIN, 1, T, F_ISNAN(a) ? a : F_MAX(a, A0))                                                   \
+  X(CLAMP_MAX, 1, T, F_ISNAN(a) ? a : F_MIN(a, A0))                                                   \
+  X(THRESHOLD, 2, T, a <= A0 ? A1 : b)                                                                \
+  X(ADD, 2, T, a + A0 * b)                                                                            \
+  X(MUL, 2, T, a * b)                                                                                 \
+  X(DIV, 2, T, a / b)                                                                                 \
+  X(DIV_TRUNC, 2, T, FTRUNC(a / b))                                                                    \
+  X(MAXIMUM, 2, T, F_ISNAN(a) ? a : F_ISNAN(b) ? b : F_MAX(a, b))                                     \
+  X(MINIMUM, 2, T, F_ISNAN(a) ? a : F_ISNAN(b) ? b : F_MIN(a, b))                                     \
+  X(EQ, 2, uint8_t, a == b)                                                                           \
+  X(NE, 2, uint8_t, a != b)                                                                           \
+  X(LT, 2, uint8_t, a < b)                                                                            \
+  X(LE, 2, uint8_t, a <= b)                                                                           \
+  X(GT, 2, uint8_t, a > b)                                                                            \
+  X(GE, 2, uint8_t, a >= b)                                                                           \
+  X(LOGICAL_AND, 2, uint8_t, (a != 0) & (b != 0))                                                     \
+  X(LOGICAL_OR, 2, uint8_t, (a != 0) | (b != 0))                                                      \
+  X(LOGICAL_XOR, 2, uint8_t, (a != 0) ^ (b != 0))                                                     \
+  X(BITWISE_AND, 2, T, (TRAP(), a))                                                                   \
+  X(BITWISE_OR, 2, T, (TRAP(), a))                                                                    \
+  X(BITWISE_XOR, 2, T, (TRAP(), a))                                                                   \
+  X(WHERE, 3, T, a != 0 ? b : c)                                                                      \
+  X(LERP, 3, T, c < (T)0.5 ? a + c * (b - a) : b - (b - a) * ((T)1 - c))                              \
+  X(ADDCMUL, 3, T, a + A0 * b * c)                                                                    \
+  X(ADDCDIV, 3, T, a + A0 * b / c)                                                                    \
+  X(LERP_SCALAR, 2, T, A0 < (T)0.5 ? a + A0 * (b - a) : b - (b - a) * ((T)1 - A0))                  \
+  X(DIV_FLOOR, 2, T, div_floor_##SUFFIX(a, b))                                                        \
+  X(REMAINDER, 2, T, remainder_##SUFFIX(a, b))                                                        \
+  X(FMOD, 2, T, fmod_##SUFFIX(a, b))
+
+/* Integer ops, in int64 with wrapping arithmetic (through uint64). */
+#define I_WRAP(expr) ((int64_t)(expr))
+#define I_U(x) ((uint64_t)(x))
+#define I_MAX(x, y) ((x) < (y) ? (y) : (x))
+#define I_MIN(x, y) ((y) < (x) ? (y) : (x))
+/* Division by zero traps (PyTorch raises ZeroDivisionError); INT64_MIN / -1 wraps. */
+#define I_DIV_TRUNC(x, y) ((y) == -1 ? I_WRAP(0 - I_U(x)) : (x) / (y))
+
+ALWAYS_INLINE int64_t i_div_floor(int64_t a, int64_t b) {
+  if (b == -1) {
+    return I_WRAP(0 - I_U(a));
+  }
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
+  if (b == -1) {
+    return 0;
+  }
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+#define OR_INT_OPS(X)                                                                                 \
+  X(FILL, 0, int64_t, A0)                                                                             \
+  X(COPY, 1, int64_t, a)                                                                              \
+  X(NEG, 1, int64_t, I_WRAP(0 - I_U(a)))                                                              \
+  X(ABS, 1, int64_t, a < 0 ? I_WRAP(0 - I_U(a)) : a)                                                  \
+  X(SIGN, 1, int64_t, (int64_t)((0 < a) - (a < 0)))                                                   \
+  X(SQRT, 1, int64_t, (TRAP(), a))                                                                    \
+  X(RSQRT, 1, int64_t, (TRAP(), a))                                                                   \
+  X(RECIPROCAL, 1, int64_t, (TRAP(), a))                                                              \
+  X(FLOOR, 1, int64_t, a)                                                                             \
+  X(CEIL, 1, int64_t, a)                                                                              \
+  X(TRUNC, 1, int64_t, a)                                                                             \
+  X(ROUND, 1, int64_t, a)                                                                             \
+  X(BITWISE_NOT, 1, int64_t, ~a)                                                                      \
+  X(LOGICAL_NOT, 1, uint8_t, a == 0)                                                                  \
+  X(ISNAN, 1, uint8_t, 0 * a)                                                                         \
+  X(CLAMP, 1, int64_t, I_MIN(I_MAX(a, A0), A1))                                                       \
+  X(CLAMP_MIN, 1, int64_t, I_MAX(a, A0))                                                              \
+  X(CLAMP_MAX, 1, int64_t, I_MIN(a, A0))                                                              \
+  X(THRESHOLD, 2, int64_t, a <= A0 ? A1 : b)                                                          \
+  X(ADD, 2, int64_t, I_WRAP(I_U(a) + I_U(A0) * I_U(b)))                                               \
+  X(MUL, 2, int64_t, I_WRAP(I_U(a) * I_U(b)))                                                         \
+  X(DIV, 2, int64_t, (TRAP(), a))                                                                     \
+  X(DIV_TRUNC, 2, int64_t, I_DIV_TRUNC(a, b))                                                         \
+  X(MAXIMUM, 2, int64_t, I_MAX(a, b))                                                                 \
+  X(MINIMUM, 2, int64_t, I_MIN(a, b))                                                                 \
+  X(EQ, 2, uint8_t, a == b)                                                                           \
+  X(NE, 2, uint8_t, a != b)                                                                           \
+  X(LT, 2, uint8_t, a < b)                                                                            \
+  X(LE, 2, uint8_t, a <= b)                                                                           \
+  X(GT, 2, uint8_t, a > b)                                                                            \
+  X(GE, 2, uint8_t, a >= b)                                                                           \
+  X(LOGICAL_AND, 2, uint8_t, (a != 0) & (b != 0))                                                     \
+  X(LOGICAL_OR, 2, uint8_t, (a != 0) | (b != 0))                                                      \
+  X(LOGICAL_XOR, 2, uint8_t, (a != 0) ^ (b != 0))                                                     \
+  X(BITWISE_AND, 2, int64_t, a & b)                                                                   \
+  X(BITWISE_OR, 2, int64_t, a | b)                                                                    \
+  X(BITWISE_XOR, 2, int64_t, a ^ b)                                                                   \
+  X(WHERE, 3, int64_t, a != 0 ? b : c)                                                                \
+  X(LERP, 3, int64_t, (TRAP(), a))                                                                    \
+  X(ADDCMUL, 3, int64_t, I_WRAP(I_U(a) + I_U(A0) * I_U(b) * I_U(c)))                                  \
+  X(ADDCDIV, 3, int64_t, (TRAP(), a))                                                                \
+  X(LERP_SCALAR, 2, int64_t, (TRAP(), a))                                                            \
+  X(DIV_FLOOR, 2, int64_t, i_div_floor(a, b))                                                         \
+  X(REMAINDER, 2, int64_t, i_remainder(a, b))                                                         \
+  X(FMOD, 2, int64_t, (b == -1 ? 0 : a % b))
+
+/* ---- row loops ---- */
+
+/* One row: `n` elements; operand k starts at ptr[k] and steps st[k] bytes. */
+typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args, const uint32_t *dt);
+
+/* The value type of an op's result: the compute type, or a truth value
+ * (uint8_t) that is stored as the output's dtype. */
+#define RESULT_NATIVE(RT, C) (sizeof(RT) == 1 ? OR_BOOL : NATIVE_##C)
+
+/*
+ * Instantiates the three row loops of op NAME in compute type C (storage type
+ * T): `contig` (every operand of the native dtype and contiguous), `strided`
+ * (native dtypes, any strides), `generic` (any dtypes and strides).
+ */
+#define OR_LOOPS(C, T, NAME, ARITY, RT, EXPR)                                                                         \
+  static void contig_##NAME##_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,              \
+                                  const uint32_t *dt) {                                                               \
+    (void)st;                                                                                                         \
+    (void)dt;                                                                                                         \
+    const T A0 = ARG_##C(args[0]);                                                                                    \
+    const T A1 = ARG_##C(args[1]);                                                                                    \
+    (void)A0;                                                                                                         \
+    (void)A1;                                                                                                         \
+    RT *restrict out = (RT *)ptr[0];                                                                                  \
+    const T *ia = (const T *)ptr[ARITY >= 1 ? 1 : 0];                                                                 \
+    const T *ib = (const T *)ptr[ARITY >= 2 ? 2 : 0];                                                                 \
+    const T *ic = (const T *)ptr[ARITY >= 3 ? 3 : 0];                                                                 \
+    (void)ia;                                                                                                         \
+    (void)ib;                                                                                                         \
+    (void)ic;                                                                                                         \
+    for (int64_t j = 0; j < n; j++) {                                                                                 \
+      const T a = ARITY >= 1 ? ia[j] : (T)0;                                                                          \
+      const T b = ARITY >= 2 ? ib[j] : (T)0;                                                                          \
+      const T c = ARITY >= 3 ? ic[j] : (T)0;                                                                          \
+      (void)a;                                                                                                        \
+      (void)b;                                                                                                        \
+      (void)c;                                                                                                        \
+      out[j] = (RT)(EXPR);                                                                                            \
+    }                                                                                                                 \
+  }                                                                                                                   \
+  static void strided_##NAME##_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,             \
+                                   const uint32_t *dt) {                                                              \
+    (void)dt;                                                                                                         \
+    const T A0 = ARG_##C(args[0]);                                                                                    \
+    const T A1 = ARG_##C(args[1]);                                                                                    \
+    (void)A0;                                                                                                         \
+    (void)A1;                                                                                                         \
+    for (int64_t j = 0; j < n; j++) {                                                                                 \
+      const T a = ARITY >= 1 ? *(const T *)(ptr[1] + j * st[1]) : (T)0;                                              \
+      const T b = ARITY >= 2 ? *(const T *)(ptr[2] + j * st[2]) : (T)0;                                              \
+      const T c = ARITY >= 3 ? *(const T *)(ptr[3] + j * st[3]) : (T)0;                                              \
+      (void)a;                                                                                                        \
+      (void)b;                                                                                                        \
+      (void)c;                                                                                                        \
+      *(RT *)(ptr[0] + j * st[0]) = (RT)(EXPR);                                                                       \
+    }                                                                                                                 \
+  }                                                                                                                   \
+  static void generic_##NAME##_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,             \
+                                   const uint32_t *dt) {                                                              \
+    const T A0 = ARG_##C(args[0]);                                                                                    \
+    const T A1 = ARG_##C(args[1]);                                                                                    \
+    (void)A0;                                                                                                         \
+    (void)A1;                                                                                                         \
+    for (int64_t j = 0; j < n; j++) {                                                                                 \
+      const T a = ARITY >= 1 ? load_##C(ptr[1] + j * st[1], dt[1]) : (T)0;                                           \
+      const T b = ARITY >= 2 ? load_##C(ptr[2] + j * st[2], dt[2]) : (T)0;                                           \
+      const T c = ARITY >= 3 ? load_##C(ptr[3] + j * st[3], dt[3]) : (T)0;                                           \
+      (void)a;                                                                                                        \
+      (void)b;                                                                                                        \
+      (void)c;                                                                                                        \
+      store_##C(ptr[0] + j * st[0], dt[0], (T)(RT)(EXPR));                                                            \
+    }                                                                                                                 \
+  }
+
+#define OR_LOOPS_F32(NAME, ARITY, RT, EXPR) OR_LOOPS(F32, float, NAME, ARITY, RT, EXPR)
+#define OR_LOOPS_F64(NAME, ARITY, RT, EXPR) OR_LOOPS(F64, double, NAME, ARITY, RT, EXPR)
+#define OR_LOOPS_I64(NAME, ARITY, RT, EXPR) OR_LOOPS(I64, int64_t, NAME, ARITY, RT, EXPR)
+
+OR_FLOAT_OPS(OR_LOOPS_F32, float, __builtin_sqrtf, __builtin_floorf, __builtin_ceilf, __builtin_truncf,
+             __builtin_rintf, __builtin_fabsf, f32)
+OR_FLOAT_OPS(OR_LOOPS_F64, double, __builtin_sqrt, __builtin_floor, __builtin_ceil, __builtin_trunc, __builtin_rint,
+             __builtin_fabs, f64)
+OR_INT_OPS(OR_LOOPS_I64)
+
+/* ---- dispatch tables: [op][compute] ---- */
+
+typedef struct or_loops {
+  or_row contig;
+  or_row strided;
+  or_row generic;
+  uint32_t arity;
+  uint32_t result_dtype; /* the output dtype of the contig and strided loops */
+} or_loops;
+
+#define OR_ENTRY(C, NAME, ARITY, RT)                                                           \
+  [OR_OP_##NAME][OR_COMPUTE_##C] = {contig_##NAME##_##C, strided_##NAME##_##C, generic_##NAME##_##C, ARITY, \
+                                    RESULT_NATIVE(RT, C)},
+#define OR_ENTRY_F32(NAME, ARITY, RT, EXPR) OR_ENTRY(F32, NAME, ARITY, RT)
+#define OR_ENTRY_F64(NAME, ARITY, RT, EXPR) OR_ENTRY(F64, NAME, ARITY, RT)
+#define OR_ENTRY_I64(NAME, ARITY, RT, EXPR) OR_ENTRY(I64, NAME, ARITY, RT)
+
+static const or_loops LOOPS[OR_OP_COUNT][OR_COMPUTE_COUNT] = {
+    OR_FLOAT_OPS(OR_ENTRY_F32, float, _, _, _, _, _, _, _) OR_FLOAT_OPS(OR_ENTRY_F64, double, _, _, _, _, _, _, _)
+        OR_INT_OPS(OR_ENTRY_I64)};
+
+static const uint32_t NATIVE[OR_COMPUTE_COUNT] = {OR_F32, OR_F64, OR_I64};
+
+static uint32_t dtype_size(uint32_t dtype) {
+  switch (dtype) {
+  case OR_U8:
+  case OR_I8:
+  case OR_BOOL:
+    return 1;
+  case OR_I16:
+  case OR_F16:
+  case OR_BF16:
+    return 2;
+  case OR_I32:
+  case OR_F32:
+    return 4;
+  case OR_I64:
+  case OR_F64:
+    return 8;
+  default:
+    TRAP();
+  }
+}
+
+/*
+ * Runs `row` over every row of the iteration space: dimension 0 is the row,
+ * the others are walked with a counter, last dimension outermost.
+ */
+static void walk(const or_elementwise *p, or_row row, char **base, int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS],
+                 const uint32_t *dt) {
+  const uint32_t nt = p->ntensors;
+  const uint32_t ndim = p->ndim;
+  int64_t counter[OR_MAX_DIMS] = {0};
+  char *ptr[OR_MAX_OPERANDS];
+  int64_t row_stride[OR_MAX_OPERANDS];
+  for (uint32_t k = 0; k < OR_MAX_OPERANDS; k++) {
+    ptr[k] = base[k];
+    row_stride[k] = k < nt ? st[k][0] : 0;
+  }
+  for (uint32_t d = 0; d < ndim; d++) {
+    if (p->sizes[d] <= 0) {
+      return; /* no elements */
+    }
+  }
+  for (;;) {
+    row(ptr, row_stride, p->sizes[0], p->args, dt);
+    uint32_t d = 1;
+    for (; d < ndim; d++) {
+      counter[d]++;
+      for (uint32_t k = 0; k < nt; k++) {
+        ptr[k] += st[k][d];
+      }
+      if (counter[d] < p->sizes[d]) {
+        break;
+      }
+      for (uint32_t k = 0; k < nt; k++) {
+        ptr[k] -= st[k][d] * p->sizes[d];
+      }
+      counter[d] = 0;
+    }
+    if (d >= ndim) {
+      return;
+    }
+  }
+}
+
+EXPORT(elementwise) void elementwise(const or_elementwise *p) {
+  if (p->op >= OR_OP_COUNT || p->compute >= OR_COMPUTE_COUNT || p->ndim < 1 || p->ndim > OR_MAX_DIMS ||
+      p->ntensors < 1 || p->ntensors > OR_MAX_OPERANDS) {
+    TRAP();
+  }
+  const or_loops *loops = &LOOPS[p->op][p->compute];
+  if (p->ntensors != loops->arity + 1) {
+    TRAP();
+  }
+  const uint32_t nt = p->ntensors;
+  const uint32_t ndim = p->ndim;
+  const uint32_t native = NATIVE[p->compute];
+  /* Scalars live here, as the compute type's native storage type. */
+  union {
+    float f32;
+    double f64;
+    int64_t i64;
+  } scalars[OR_MAX_OPERANDS];
+  char *base[OR_MAX_OPERANDS] = {0};
+  int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS];
+  uint32_t dt[OR_MAX_OPERANDS] = {0};
+  for (uint32_t k = 0; k < nt; k++) {
+    const int scalar = k > 0 && ((p->scalar_mask >> k) & 1);
+    for (uint32_t d = 0; d < ndim; d++) {
+      st[k][d] = scalar ? 0 : p->strides[k][d];
+    }
+    if (scalar) {
+      switch (p->compute) {
+      case OR_COMPUTE_F32:
+        scalars[k].f32 = (float)p->scalars[k].f;
+        break;
+      case OR_COMPUTE_F64:
+        scalars[k].f64 = p->scalars[k].f;
+        break;
+      default:
+        scalars[k].i64 = p->scalars[k].i;
+        break;
+      }
+      base[k] = (char *)&scalars[k];
+      dt[k] = native;
+    } else {
+      base[k] = device_ptr(p->data[k]);
+      dt[k] = p->dtypes[k];
+      (void)dtype_size(dt[k]); /* traps on an unknown dtype */
+    }
+  }
+  /* Choose the row loop once: the row strides are the same for every row. */
+  int typed = dt[0] == loops->result_dtype;
+  int contiguous = typed && st[0][0] == (int64_t)dtype_size(dt[0]);
+  for (uint32_t k = 1; k < nt; k++) {
+    typed = typed && dt[k] == native;
+    contiguous = contiguous && dt[k] == native && st[k][0] == (int64_t)dtype_size(native) &&
+                 !((p->scalar_mask >> k) & 1);
+  }
+  const or_row row = contiguous ? loops->contig : typed ? loops->strided : loops->generic;
+  walk(p, row, base, st, dt);
+}

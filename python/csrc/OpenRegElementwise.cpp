@@ -1,0 +1,288 @@
+// The elementwise family on the device engine: arithmetic, comparisons,
+// logical and bitwise ops, rounding, clamps, activations' building blocks,
+// where, fill. One entry per op:
+//
+//   - structured ops (ATen's meta builds the TensorIterator): an impl below
+//     and one OPENREG_STRUCTURED line registering functional, in-place and
+//     out= forms;
+//   - ops ATen implements over a DispatchStub: the stub's PrivateUse1 entry
+//     below (REGISTER_PRIVATEUSE1_DISPATCH) and one OPENREG_NATIVE line per
+//     form, which runs ATen's own native function (at::native::abs_out, ...).
+//
+// Every impl ends in engine::launch_elementwise with an op of
+// device-kernels/engine/openreg_engine.h.
+
+#include <ATen/ATen.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/native/Fill.h>
+#include <ATen/native/TensorCompare.h>
+#include <ATen/native/UnaryOps.h>
+#include <ATen/ops/abs_native.h>
+#include <ATen/ops/fill_native.h>
+#include <ATen/ops/floor_divide_native.h>
+#include <ATen/ops/logical_and_native.h>
+#include <ATen/ops/logical_not_native.h>
+#include <ATen/ops/logical_or_native.h>
+#include <ATen/ops/logical_xor_native.h>
+#include <ATen/ops/where_native.h>
+#include <ATen/ops/zero_native.h>
+#include <torch/library.h>
+
+#include "OpenRegEngine.h"
+#include "OpenRegStructured.h"
+
+namespace openreg::elementwise {
+using namespace openreg::engine; // the engine's ops: OR_OP_ADD, ...
+namespace {
+
+using at::Tensor;
+using at::TensorIteratorBase;
+using c10::Scalar;
+using engine::check_dtype;
+using engine::launch_elementwise;
+
+bool is_integral(at::ScalarType t) {
+  return at::isIntegralType(t, /*includeBool=*/true);
+}
+
+// ---- structured ops: impl(iter, the meta's arguments) ----
+
+void add_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Scalar& alpha) {
+  launch_elementwise(iter, OR_OP_ADD, {alpha});
+}
+
+void sub_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Scalar& alpha) {
+  launch_elementwise(iter, OR_OP_ADD, {-alpha});
+}
+
+void mul_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
+  launch_elementwise(iter, OR_OP_MUL);
+}
+
+void div_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
+  launch_elementwise(iter, OR_OP_DIV);
+}
+
+void div_mode_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, std::optional<c10::string_view> mode) {
+  if (!mode.has_value()) {
+    launch_elementwise(iter, OR_OP_DIV);
+  } else if (*mode == "trunc") {
+    launch_elementwise(iter, OR_OP_DIV_TRUNC);
+  } else {
+    TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+                *mode, "'");
+    launch_elementwise(iter, OR_OP_DIV_FLOOR);
+  }
+}
+
+template <or_op Op>
+void compare_tensor_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
+  launch_elementwise(iter, Op);
+}
+
+template <or_op Op>
+void compare_scalar_impl(TensorIteratorBase& iter, const Tensor&, const Scalar&) {
+  launch_elementwise(iter, Op);
+}
+
+template <or_op Op>
+void binary_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
+  launch_elementwise(iter, Op);
+}
+
+template <or_op Op>
+void bitwise_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
+  check_dtype(is_integral(iter.common_dtype()), "bitwise op", iter.common_dtype());
+  launch_elementwise(iter, Op);
+}
+
+template <or_op Op>
+void unary_impl(TensorIteratorBase& iter, const Tensor&) {
+  launch_elementwise(iter, Op);
+}
+
+void bitwise_not_impl(TensorIteratorBase& iter, const Tensor&) {
+  const auto dtype = iter.common_dtype();
+  check_dtype(is_integral(dtype), "bitwise_not", dtype);
+  launch_elementwise(iter, dtype == at::kBool ? OR_OP_LOGICAL_NOT : OR_OP_BITWISE_NOT);
+}
+
+void clamp_min_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& min) {
+  launch_elementwise(iter, OR_OP_CLAMP_MIN, {min});
+}
+
+void clamp_max_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& max) {
+  launch_elementwise(iter, OR_OP_CLAMP_MAX, {max});
+}
+
+// ATen's threshold metas build (out, x, other): out = x <= threshold ? value : other,
+// with other = x for threshold and (x, other) = (self, grad_output) for its backward.
+void threshold_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& threshold, const Scalar& value) {
+  launch_elementwise(iter, OR_OP_THRESHOLD, {threshold, value});
+}
+
+void threshold_backward_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Scalar& threshold) {
+  launch_elementwise(iter, OR_OP_THRESHOLD, {threshold, 0});
+}
+
+void lerp_scalar_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Scalar& weight) {
+  check_dtype(at::isFloatingType(iter.common_dtype()), "lerp_kernel_scalar", iter.common_dtype());
+  launch_elementwise(iter, OR_OP_LERP_SCALAR, {weight});
+}
+
+void lerp_tensor_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Tensor&) {
+  check_dtype(at::isFloatingType(iter.common_dtype()), "lerp_kernel_tensor", iter.common_dtype());
+  launch_elementwise(iter, OR_OP_LERP);
+}
+
+void addcmul_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Tensor&, const Scalar& value) {
+  launch_elementwise(iter, OR_OP_ADDCMUL, {value});
+}
+
+void addcdiv_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Tensor&, const Scalar& value) {
+  launch_elementwise(iter, OR_OP_ADDCDIV, {value});
+}
+
+} // namespace
+} // namespace openreg::elementwise
+
+// ---- DispatchStub entries: ATen's native functions build the iterator ----
+
+namespace at::native {
+namespace {
+
+using namespace openreg::engine;
+using openreg::engine::compute_of;
+using openreg::engine::launch_elementwise;
+
+void openreg_abs(TensorIteratorBase& iter) {
+  launch_elementwise(iter, OR_OP_ABS);
+}
+
+void openreg_logical_not(TensorIteratorBase& iter) {
+  launch_elementwise(iter, OR_OP_LOGICAL_NOT, {}, compute_of(iter.dtype(1)));
+}
+
+template <or_op Op>
+void openreg_logical(TensorIterator& iter) {
+  launch_elementwise(iter, Op, {}, compute_of(iter.common_dtype()));
+}
+
+void openreg_div_floor(TensorIteratorBase& iter) {
+  launch_elementwise(iter, OR_OP_DIV_FLOOR);
+}
+
+void openreg_div_trunc(TensorIteratorBase& iter) {
+  launch_elementwise(iter, OR_OP_DIV_TRUNC);
+}
+
+void openreg_where(TensorIterator& iter) {
+  launch_elementwise(iter, OR_OP_WHERE, {}, compute_of(iter.dtype(0)));
+}
+
+void openreg_fill(TensorIterator& iter, const c10::Scalar& value) {
+  const auto dtype = iter.dtype(0);
+  openreg::engine::check_dtype(openreg::engine::supports_dtype(dtype), "fill_", dtype);
+  // CPU's fill_ raises when the value does not fit the dtype; so does this.
+  AT_DISPATCH_ALL_TYPES_AND3(kBool, kHalf, kBFloat16, dtype, "fill_", [&] { (void)value.to<scalar_t>(); });
+  launch_elementwise(iter, OR_OP_FILL, {value}, compute_of(dtype));
+}
+
+} // namespace
+
+REGISTER_PRIVATEUSE1_DISPATCH(abs_stub, &openreg_abs)
+REGISTER_PRIVATEUSE1_DISPATCH(logical_not_stub, &openreg_logical_not)
+REGISTER_PRIVATEUSE1_DISPATCH(logical_and_stub, &openreg_logical<OR_OP_LOGICAL_AND>)
+REGISTER_PRIVATEUSE1_DISPATCH(logical_or_stub, &openreg_logical<OR_OP_LOGICAL_OR>)
+REGISTER_PRIVATEUSE1_DISPATCH(logical_xor_stub, &openreg_logical<OR_OP_LOGICAL_XOR>)
+REGISTER_PRIVATEUSE1_DISPATCH(where_kernel, &openreg_where)
+REGISTER_PRIVATEUSE1_DISPATCH(div_floor_stub, &openreg_div_floor)
+REGISTER_PRIVATEUSE1_DISPATCH(div_trunc_stub, &openreg_div_trunc)
+REGISTER_PRIVATEUSE1_DISPATCH(fill_stub, &openreg_fill)
+
+} // namespace at::native
+
+// ---- the op table ----
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace openreg::elementwise;
+  using namespace openreg::engine;
+  // arithmetic
+  OPENREG_STRUCTURED(m, add_Tensor, add_impl, add_Tensor, add__Tensor, add_out);
+  OPENREG_STRUCTURED(m, sub_Tensor, sub_impl, sub_Tensor, sub__Tensor, sub_out);
+  OPENREG_STRUCTURED(m, mul_Tensor, mul_impl, mul_Tensor, mul__Tensor, mul_out);
+  OPENREG_STRUCTURED(m, div_Tensor, div_impl, div_Tensor, div__Tensor, div_out);
+  OPENREG_STRUCTURED(m, div_Tensor_mode, div_mode_impl, div_Tensor_mode, div__Tensor_mode, div_out_mode);
+  OPENREG_STRUCTURED(m, remainder_Tensor, binary_impl<OR_OP_REMAINDER>, remainder_Tensor, remainder__Tensor,
+                     remainder_Tensor_out);
+  OPENREG_STRUCTURED(m, fmod_Tensor, binary_impl<OR_OP_FMOD>, fmod_Tensor, fmod__Tensor, fmod_Tensor_out);
+  OPENREG_STRUCTURED(m, maximum, binary_impl<OR_OP_MAXIMUM>, maximum, none, maximum_out);
+  OPENREG_STRUCTURED(m, minimum, binary_impl<OR_OP_MINIMUM>, minimum, none, minimum_out);
+  OPENREG_STRUCTURED(m, addcmul, addcmul_impl, addcmul, addcmul_, addcmul_out);
+  OPENREG_STRUCTURED(m, addcdiv, addcdiv_impl, addcdiv, addcdiv_, addcdiv_out);
+  OPENREG_STRUCTURED(m, lerp_Scalar, lerp_scalar_impl, lerp_Scalar, lerp__Scalar, lerp_Scalar_out);
+  OPENREG_STRUCTURED(m, lerp_Tensor, lerp_tensor_impl, lerp_Tensor, lerp__Tensor, lerp_Tensor_out);
+  // comparisons
+  OPENREG_STRUCTURED(m, eq_Tensor, compare_tensor_impl<OR_OP_EQ>, eq_Tensor, eq__Tensor, eq_Tensor_out);
+  OPENREG_STRUCTURED(m, ne_Tensor, compare_tensor_impl<OR_OP_NE>, ne_Tensor, ne__Tensor, ne_Tensor_out);
+  OPENREG_STRUCTURED(m, lt_Tensor, compare_tensor_impl<OR_OP_LT>, lt_Tensor, lt__Tensor, lt_Tensor_out);
+  OPENREG_STRUCTURED(m, le_Tensor, compare_tensor_impl<OR_OP_LE>, le_Tensor, le__Tensor, le_Tensor_out);
+  OPENREG_STRUCTURED(m, gt_Tensor, compare_tensor_impl<OR_OP_GT>, gt_Tensor, gt__Tensor, gt_Tensor_out);
+  OPENREG_STRUCTURED(m, ge_Tensor, compare_tensor_impl<OR_OP_GE>, ge_Tensor, ge__Tensor, ge_Tensor_out);
+  OPENREG_STRUCTURED(m, eq_Scalar, compare_scalar_impl<OR_OP_EQ>, eq_Scalar, eq__Scalar, eq_Scalar_out);
+  OPENREG_STRUCTURED(m, ne_Scalar, compare_scalar_impl<OR_OP_NE>, ne_Scalar, ne__Scalar, ne_Scalar_out);
+  OPENREG_STRUCTURED(m, lt_Scalar, compare_scalar_impl<OR_OP_LT>, lt_Scalar, lt__Scalar, lt_Scalar_out);
+  OPENREG_STRUCTURED(m, le_Scalar, compare_scalar_impl<OR_OP_LE>, le_Scalar, le__Scalar, le_Scalar_out);
+  OPENREG_STRUCTURED(m, gt_Scalar, compare_scalar_impl<OR_OP_GT>, gt_Scalar, gt__Scalar, gt_Scalar_out);
+  OPENREG_STRUCTURED(m, ge_Scalar, compare_scalar_impl<OR_OP_GE>, ge_Scalar, ge__Scalar, ge_Scalar_out);
+  // bitwise
+  OPENREG_STRUCTURED(m, bitwise_and_Tensor, bitwise_impl<OR_OP_BITWISE_AND>, bitwise_and_Tensor, bitwise_and__Tensor,
+                     bitwise_and_Tensor_out);
+  OPENREG_STRUCTURED(m, bitwise_or_Tensor, bitwise_impl<OR_OP_BITWISE_OR>, bitwise_or_Tensor, bitwise_or__Tensor,
+                     bitwise_or_Tensor_out);
+  OPENREG_STRUCTURED(m, bitwise_xor_Tensor, bitwise_impl<OR_OP_BITWISE_XOR>, bitwise_xor_Tensor, bitwise_xor__Tensor,
+                     bitwise_xor_Tensor_out);
+  OPENREG_STRUCTURED(m, bitwise_not, bitwise_not_impl, bitwise_not, bitwise_not_, bitwise_not_out);
+  // unary
+  OPENREG_STRUCTURED(m, neg, unary_impl<OR_OP_NEG>, neg, neg_, neg_out);
+  OPENREG_STRUCTURED(m, sign, unary_impl<OR_OP_SIGN>, sign, sign_, sign_out);
+  OPENREG_STRUCTURED(m, sqrt, unary_impl<OR_OP_SQRT>, sqrt, sqrt_, sqrt_out);
+  OPENREG_STRUCTURED(m, rsqrt, unary_impl<OR_OP_RSQRT>, rsqrt, rsqrt_, rsqrt_out);
+  OPENREG_STRUCTURED(m, reciprocal, unary_impl<OR_OP_RECIPROCAL>, reciprocal, reciprocal_, reciprocal_out);
+  OPENREG_STRUCTURED(m, floor, unary_impl<OR_OP_FLOOR>, floor, floor_, floor_out);
+  OPENREG_STRUCTURED(m, ceil, unary_impl<OR_OP_CEIL>, ceil, ceil_, ceil_out);
+  OPENREG_STRUCTURED(m, trunc, unary_impl<OR_OP_TRUNC>, trunc, trunc_, trunc_out);
+  OPENREG_STRUCTURED(m, round, unary_impl<OR_OP_ROUND>, round, round_, round_out);
+  // clamps and activations' building blocks
+  OPENREG_STRUCTURED(m, clamp_min, clamp_min_impl, clamp_min, clamp_min_, clamp_min_out);
+  OPENREG_STRUCTURED(m, clamp_max, clamp_max_impl, clamp_max, clamp_max_, clamp_max_out);
+  OPENREG_STRUCTURED(m, threshold, threshold_impl, threshold, threshold_, threshold_out);
+  OPENREG_STRUCTURED(m, threshold_backward, threshold_backward_impl, threshold_backward, none,
+                     threshold_backward_grad_input);
+  // over ATen's native functions and DispatchStubs
+  OPENREG_NATIVE(m, abs, at::native::abs);
+  OPENREG_NATIVE(m, abs_, at::native::abs_);
+  OPENREG_NATIVE(m, abs_out, at::native::abs_out);
+  OPENREG_NATIVE(m, logical_not, at::native::logical_not);
+  OPENREG_NATIVE(m, logical_not_, at::native::logical_not_);
+  OPENREG_NATIVE(m, logical_not_out, at::native::logical_not_out);
+  OPENREG_NATIVE(m, logical_and, at::native::logical_and);
+  OPENREG_NATIVE(m, logical_and_, at::native::logical_and_);
+  OPENREG_NATIVE(m, logical_and_out, at::native::logical_and_out);
+  OPENREG_NATIVE(m, logical_or, at::native::logical_or);
+  OPENREG_NATIVE(m, logical_or_, at::native::logical_or_);
+  OPENREG_NATIVE(m, logical_or_out, at::native::logical_or_out);
+  OPENREG_NATIVE(m, logical_xor, at::native::logical_xor);
+  OPENREG_NATIVE(m, logical_xor_, at::native::logical_xor_);
+  OPENREG_NATIVE(m, logical_xor_out, at::native::logical_xor_out);
+  OPENREG_NATIVE(m, floor_divide, at::native::floor_divide);
+  OPENREG_NATIVE(m, floor_divide__Tensor, at::native::floor_divide_);
+  OPENREG_NATIVE(m, floor_divide_out, at::native::floor_divide_out);
+  OPENREG_NATIVE(m, floor_divide_Scalar, at::native::floor_divide);
+  OPENREG_NATIVE(m, floor_divide__Scalar, at::native::floor_divide_);
+  OPENREG_NATIVE(m, floor_divide_Scalar_out, at::native::floor_divide_Scalar_out);
+  OPENREG_NATIVE(m, where_self, at::native::where);
+  OPENREG_NATIVE(m, where_self_out, at::native::where_self_out);
+  OPENREG_NATIVE(m, fill__Scalar, at::native::fill_);
+  OPENREG_NATIVE(m, zero_, at::native::zero_);
+}
