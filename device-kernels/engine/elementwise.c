@@ -347,6 +347,22 @@ OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
 #define F_MIN(x, y) ((y) < (x) ? (y) : (x))
 #define F_ISNAN(x) ((x) != (x))
 
+/*
+ * a * b + c as PyTorch's vectorized CPU kernels compute it for add with alpha,
+ * lerp and addcmul (a fused multiply-add): for float32, the product is exact
+ * in double and the sum rounds once to double, then to float (equal to a true
+ * FMA except in rare double-rounding ties); wasm has no scalar FMA, and
+ * relaxed SIMD's may or may not fuse depending on the host. For float64,
+ * unfused.
+ */
+ALWAYS_INLINE float fma_f32(float a, float b, float c) {
+  return (float)((double)a * (double)b + (double)c);
+}
+
+ALWAYS_INLINE double fma_f64(double a, double b, double c) {
+  return a * b + c;
+}
+
 #define OR_FLOAT_OPS(X, T, FSQRT, FFLOOR, FCEIL, FTRUNC, FRINT, FFABS, SUFFIX)                                     \
   X(FILL, 0, T, A0)                                                                                   \
   X(COPY, 1, T, a)                                                                                    \
@@ -367,7 +383,7 @@ OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
   X(CLAMP_MIN, 1, T, F_ISNAN(a) ? a : F_MAX(a, A0))                                                   \
   X(CLAMP_MAX, 1, T, F_ISNAN(a) ? a : F_MIN(a, A0))                                                   \
   X(THRESHOLD, 2, T, a <= A0 ? A1 : b)                                                                \
-  X(ADD, 2, T, a + A0 * b)                                                                            \
+  X(ADD, 2, T, A0 == (T)1 ? a + b : fma_##SUFFIX(b, A0, a))                                          \
   X(MUL, 2, T, a * b)                                                                                 \
   X(DIV, 2, T, a / b)                                                                                 \
   X(DIV_TRUNC, 2, T, FTRUNC(a / b))                                                                    \
@@ -386,10 +402,10 @@ OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
   X(BITWISE_OR, 2, T, (TRAP(), a))                                                                    \
   X(BITWISE_XOR, 2, T, (TRAP(), a))                                                                   \
   X(WHERE, 3, T, a != 0 ? b : c)                                                                      \
-  X(LERP, 3, T, c < (T)0.5 ? a + c * (b - a) : b - (b - a) * ((T)1 - c))                              \
-  X(ADDCMUL, 3, T, a + A0 * b * c)                                                                    \
+  X(LERP, 3, T, FFABS(c) < (T)0.5 ? fma_##SUFFIX(c, b - a, a) : fma_##SUFFIX(c - (T)1, b - a, b))      \
+  X(ADDCMUL, 3, T, fma_##SUFFIX(A0 * b, c, a))                                                        \
   X(ADDCDIV, 3, T, a + A0 * b / c)                                                                    \
-  X(LERP_SCALAR, 2, T, A0 < (T)0.5 ? a + A0 * (b - a) : b - (b - a) * ((T)1 - A0))                  \
+  X(LERP_SCALAR, 2, T, FFABS(A0) < (T)0.5 ? fma_##SUFFIX(A0, b - a, a) : fma_##SUFFIX(A0 - (T)1, b - a, b)) \
   X(DIV_FLOOR, 2, T, div_floor_##SUFFIX(a, b))                                                        \
   X(REMAINDER, 2, T, remainder_##SUFFIX(a, b))                                                        \
   X(FMOD, 2, T, fmod_##SUFFIX(a, b))

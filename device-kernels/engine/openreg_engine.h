@@ -104,7 +104,7 @@ enum or_compute {
   X(BITWISE_XOR, 2)                                                                    \
   /* ternary */                                                                        \
   X(WHERE, 3)         /* a (bool) ? b : c */                                           \
-  X(LERP, 3)          /* a + c * (b - a), weight tensor c */                           \
+  X(LERP, 3)          /* a + c * (b - a), weight tensor c, as CPU */                           \
   X(ADDCMUL, 3)       /* a + args[0] * b * c */                                        \
   X(ADDCDIV, 3)       /* a + args[0] * b / c */                                        \
   X(LERP_SCALAR, 2)   /* a + args[0] * (b - a), a scalar weight */                     \

@@ -12,7 +12,12 @@
 // Every impl ends in engine::launch_elementwise with an op of
 // device-kernels/engine/openreg_engine.h.
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Fill.h>
 #include <ATen/native/TensorCompare.h>
@@ -24,6 +29,7 @@
 #include <ATen/ops/logical_not_native.h>
 #include <ATen/ops/logical_or_native.h>
 #include <ATen/ops/logical_xor_native.h>
+#include <ATen/ops/relu_native.h>
 #include <ATen/ops/where_native.h>
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>
@@ -107,12 +113,28 @@ void bitwise_not_impl(TensorIteratorBase& iter, const Tensor&) {
   launch_elementwise(iter, dtype == at::kBool ? OR_OP_LOGICAL_NOT : OR_OP_BITWISE_NOT);
 }
 
-void clamp_min_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& min) {
-  launch_elementwise(iter, OR_OP_CLAMP_MIN, {min});
-}
-
-void clamp_max_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& max) {
-  launch_elementwise(iter, OR_OP_CLAMP_MAX, {max});
+// A clamp bound as CPU applies it: NaN makes every element NaN; on integer
+// tensors, a bound past the dtype's range on the side that would clamp
+// everything raises, and one past the other side clamps nothing.
+template <bool IsMin>
+void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bound) {
+  const auto dtype = iter.common_dtype();
+  if (bound.isFloatingPoint() && std::isnan(bound.toDouble())) {
+    launch_elementwise(iter, OR_OP_FILL, {bound}, OR_COMPUTE_F64);
+    return;
+  }
+  Scalar effective = bound;
+  if (is_integral(dtype) && dtype != at::kBool && bound.isIntegral(/*includeBool=*/false)) {
+    const int64_t value = bound.toLong();
+    AT_DISPATCH_INTEGRAL_TYPES(dtype, "clamp", [&] {
+      const int64_t lo = std::numeric_limits<scalar_t>::lowest();
+      const int64_t hi = std::numeric_limits<scalar_t>::max();
+      TORCH_CHECK(IsMin ? value <= hi : value >= lo, "Clamp ", IsMin ? "min" : "max", " value ", value,
+                  " is outside the representable range of ", c10::toString(dtype));
+      effective = std::clamp(value, lo, hi);
+    });
+  }
+  launch_elementwise(iter, IsMin ? OR_OP_CLAMP_MIN : OR_OP_CLAMP_MAX, {effective});
 }
 
 // ATen's threshold metas build (out, x, other): out = x <= threshold ? value : other,
@@ -254,12 +276,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, trunc, unary_impl<OR_OP_TRUNC>, trunc, trunc_, trunc_out);
   OPENREG_STRUCTURED(m, round, unary_impl<OR_OP_ROUND>, round, round_, round_out);
   // clamps and activations' building blocks
-  OPENREG_STRUCTURED(m, clamp_min, clamp_min_impl, clamp_min, clamp_min_, clamp_min_out);
-  OPENREG_STRUCTURED(m, clamp_max, clamp_max_impl, clamp_max, clamp_max_, clamp_max_out);
+  OPENREG_STRUCTURED(m, clamp_min, clamp_bound_impl<true>, clamp_min, clamp_min_, clamp_min_out);
+  OPENREG_STRUCTURED(m, clamp_max, clamp_bound_impl<false>, clamp_max, clamp_max_, clamp_max_out);
   OPENREG_STRUCTURED(m, threshold, threshold_impl, threshold, threshold_, threshold_out);
   OPENREG_STRUCTURED(m, threshold_backward, threshold_backward_impl, threshold_backward, none,
                      threshold_backward_grad_input);
   // over ATen's native functions and DispatchStubs
+  OPENREG_NATIVE(m, relu, at::native::relu);
+  OPENREG_NATIVE(m, relu_, at::native::relu_);
   OPENREG_NATIVE(m, abs, at::native::abs);
   OPENREG_NATIVE(m, abs_, at::native::abs_);
   OPENREG_NATIVE(m, abs_out, at::native::abs_out);

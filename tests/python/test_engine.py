@@ -1,0 +1,434 @@
+"""The device-compute engine: elementwise ops and copies computed by wasm on the device.
+
+Every test here runs under the ``error`` fallback policy, so an op that silently took the
+CPU fallback fails instead of passing. CPU is the oracle: each op runs on CPU tensors and
+on openreg tensors built from the same values, and the results must agree (exactly for
+integer and bool results; within ``torch.testing``'s dtype tolerances for floats).
+"""
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+ALL = FLOATS + INTS + [torch.bool]
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    """Fail any op that would leave the device."""
+    with torch.openreg.fallback_policy("error"):
+        yield
+
+
+def _values(shape, dtype, seed=0, nonzero=False):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        x = torch.randn(shape, generator=g, dtype=torch.float64) * 4
+        if nonzero:
+            x = torch.where(x.abs() < 0.25, torch.full_like(x, 0.5), x)
+        return x.to(dtype)
+    lo, hi = (0, 50) if dtype == torch.uint8 else (-50, 50)
+    x = torch.randint(lo, hi, shape, generator=g, dtype=torch.int64)
+    if nonzero:
+        x = torch.where(x == 0, torch.ones_like(x), x)
+    return x.to(dtype)
+
+
+def _on(device, *tensors):
+    return [t.to(device) if isinstance(t, torch.Tensor) else t for t in tensors]
+
+
+def _check(fn, *args, device="openreg", exact=False):
+    """Run fn on CPU and on the device; compare (a CPU error must be the device's too)."""
+    try:
+        expected = fn(*args)
+    except Exception as error:  # noqa: BLE001 - whatever CPU raises, the device must raise
+        with pytest.raises(type(error)):
+            fn(*_on(device, *args)).cpu()
+        return
+    actual = fn(*_on(device, *args))
+    assert actual.device.type == "openreg"
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    if exact or not expected.dtype.is_floating_point:
+        torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+    else:
+        torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=3),
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "floor_divide": lambda a, b: a // b,
+    "remainder": lambda a, b: a % b,
+    "fmod": torch.fmod,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "eq": torch.eq,
+    "ne": torch.ne,
+    "lt": torch.lt,
+    "le": torch.le,
+    "gt": torch.gt,
+    "ge": torch.ge,
+    "logical_and": torch.logical_and,
+    "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor,
+}
+DIVIDES = {"div", "div_trunc", "div_floor", "floor_divide", "remainder", "fmod"}
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("op", BINARY, ids=str)
+def test_binary_ops_match_cpu_for_every_dtype(op, dtype):
+    a = _values((7, 9), dtype, seed=1)
+    b = _values((7, 9), dtype, seed=2, nonzero=op in DIVIDES)
+    _check(BINARY[op], a, b)
+
+
+@pytest.mark.parametrize("dtype", INTS + [torch.bool], ids=str)
+@pytest.mark.parametrize("op", ["bitwise_and", "bitwise_or", "bitwise_xor"])
+def test_bitwise_ops_match_cpu(op, dtype):
+    _check(getattr(torch, op), _values((33,), dtype, 1), _values((33,), dtype, 2))
+    _check(torch.bitwise_not, _values((33,), dtype, 3))
+
+
+UNARY = {
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "sign": torch.sign,
+    "sqrt": lambda x: torch.sqrt(x.abs()),
+    "rsqrt": lambda x: torch.rsqrt(x.abs() + 1),
+    "reciprocal": lambda x: torch.reciprocal(x),
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "trunc": torch.trunc,
+    "round": torch.round,
+    "logical_not": torch.logical_not,
+    "clamp_min": lambda x: torch.clamp_min(x, 1),
+    "clamp_max": lambda x: torch.clamp_max(x, -1),
+    "relu": torch.relu,
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=str)
+@pytest.mark.parametrize("op", UNARY, ids=str)
+def test_unary_ops_match_cpu(op, dtype):
+    x = _values((5, 13), dtype, seed=4, nonzero=op == "reciprocal")
+    _check(UNARY[op], x)
+
+
+def test_rounding_is_half_to_even_and_special_values_propagate():
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, float("nan"), float("inf"), -float("inf"), -0.0, 0.0])
+    for fn in (torch.round, torch.floor, torch.ceil, torch.trunc, torch.sign, torch.neg, torch.abs, torch.sqrt):
+        _check(fn, x, exact=True)
+    y = torch.tensor([1.0, float("nan"), -2.0, 0.0, -0.0, float("inf"), 3.0, float("nan"), 5.0, -5.0])
+    for fn in (torch.maximum, torch.minimum, torch.eq, torch.lt, torch.ge, torch.fmod, torch.remainder):
+        _check(fn, x, y, exact=True)
+    _check(lambda a: a.clamp_min(0.0), y, exact=True)
+
+
+def test_ternary_ops_match_cpu():
+    a, b, c = (_values((4, 6), torch.float32, seed=s) for s in (5, 6, 7))
+    cond = a > 0
+    _check(torch.where, cond, b, c)
+    _check(lambda k, x: torch.where(k, x, 0.0), cond, b)
+    _check(lambda x, y, w: torch.lerp(x, y, w), a, b, c.abs() / 8)
+    _check(lambda x, y: torch.lerp(x, y, 0.3), a, b)
+    _check(lambda x, y: torch.lerp(x, y, 0.7), a, b)
+    _check(lambda x, y, z: torch.addcmul(x, y, z, value=0.5), a, b, c)
+    _check(lambda x, y, z: torch.addcdiv(x, y, z, value=-2), a, b, c + 10)
+    i = _values((4, 6), torch.int32, seed=8)
+    _check(torch.where, cond, i, _values((4, 6), torch.int32, seed=9))
+
+
+def test_relu_backward_runs_on_the_device():
+    x = _values((6, 5), torch.float32, seed=10)
+    d = x.to("openreg").requires_grad_()
+    c = x.clone().requires_grad_()
+    # (no reduction: the gradient is given, as reductions are not device kernels yet)
+    for t in (d, c):
+        out = torch.relu(t).mul(3)
+        out.backward(torch.ones_like(out))
+    torch.testing.assert_close(d.grad.cpu(), c.grad)
+
+
+# ---- broadcasting, type promotion, scalars, strides --------------------------------------
+
+
+def test_broadcasting_python_scalars_and_cpu_scalar_tensors():
+    a = _values((4, 1, 5), torch.float32, seed=11)
+    b = _values((3, 1), torch.float32, seed=12)
+    _check(lambda x, y: x * y + 3.0 - x / 2, a, b)
+    _check(lambda x: 2 ** 0 * x - 1, a)
+    _check(lambda x: x + torch.tensor(2.5), a)  # a 0-dim CPU tensor stays on the CPU
+    _check(lambda x: torch.tensor(2.5) * x, a)
+    _check(lambda x: x > 0.1, a)
+    _check(lambda x: 1 - x, a)
+
+
+@pytest.mark.parametrize(
+    "a_dtype,b_dtype",
+    [
+        (torch.int32, torch.float32),
+        (torch.float16, torch.float32),
+        (torch.bool, torch.int64),
+        (torch.uint8, torch.int8),
+        (torch.bfloat16, torch.float16),
+        (torch.int64, torch.float64),
+        (torch.bool, torch.float16),
+    ],
+    ids=str,
+)
+def test_type_promotion_matches_cpu(a_dtype, b_dtype):
+    a, b = _values((6, 4), a_dtype, 13), _values((6, 4), b_dtype, 14, nonzero=True)
+    for fn in (torch.add, torch.mul, torch.maximum, torch.eq, torch.div):
+        _check(fn, a, b)
+    _check(lambda x: x + 2.5, a)
+    _check(lambda x: x * 3, a)
+
+
+def test_non_contiguous_inputs_and_outputs():
+    a = _values((8, 10), torch.float32, 15)
+    b = _values((10, 8), torch.float32, 16)
+    _check(lambda x, y: x + y.t(), a, b)
+    _check(lambda x: x[::2, 1::3] * 2, a)
+    _check(lambda x: x.expand(3, 8, 10) - x, a)
+    _check(lambda x, y: torch.maximum(x[:, :5], y.t()[:, 3:8]), a, b)
+    d = a.to("openreg")
+    out = torch.zeros(10, 8, device="openreg").t()  # a transposed out= tensor
+    torch.mul(d, 2, out=out)
+    torch.testing.assert_close(out.cpu(), a * 2)
+
+
+def test_empty_and_zero_dim_tensors():
+    _check(lambda x: x + 1, torch.zeros(0, 3))
+    _check(lambda x: x * 2, torch.tensor(3.0))
+    _check(lambda x, y: x - y, torch.tensor(3), torch.tensor([1, 2]))
+
+
+def test_many_dimensions_that_do_not_coalesce():
+    x = _values((2,) * 10, torch.float32, 17).permute(9, 3, 1, 7, 0, 5, 2, 8, 4, 6)
+    _check(lambda t: t * 3 + 1, x)
+
+
+# ---- in-place and out= forms -----------------------------------------------------------
+
+
+def test_in_place_forms_match_cpu():
+    a, b = _values((5, 5), torch.float32, 18), _values((5, 5), torch.float32, 19)
+    for method in ("add_", "sub_", "mul_", "div_", "clamp_min_"):
+        arg = b if method != "clamp_min_" else 0.25
+        c, d = a.clone(), a.to("openreg")
+        getattr(c, method)(arg)
+        getattr(d, method)(arg.to("openreg") if isinstance(arg, torch.Tensor) else arg)
+        torch.testing.assert_close(d.cpu(), c)
+    i = torch.tensor(range(10), device="openreg")
+    i.mul_(3).add_(1).bitwise_and_(6)
+    assert i.cpu().tolist() == [((k * 3 + 1) & 6) for k in range(10)]
+
+
+def test_in_place_errors_match_cpu():
+    i = torch.ones(3, dtype=torch.int64, device="openreg")
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        i.add_(1.5)
+    small = torch.ones(3, device="openreg")
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        small.add_(torch.ones(2, 3, device="openreg"))
+
+
+def test_out_forms_resize_and_check_like_cpu():
+    a, b = _values((4, 3), torch.float32, 20), _values((4, 3), torch.float32, 21)
+    d, e = a.to("openreg"), b.to("openreg")
+    out = torch.empty(4, 3, device="openreg")
+    assert torch.add(d, e, out=out) is out
+    torch.testing.assert_close(out.cpu(), a + b)
+    wrong_shape = torch.empty(7, device="openreg")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.mul(d, e, out=wrong_shape)
+    assert wrong_shape.shape == (4, 3) and any("resized" in str(w.message) for w in caught)
+    torch.testing.assert_close(wrong_shape.cpu(), a * b)
+    double = torch.empty(4, 3, dtype=torch.float64, device="openreg")
+    torch.add(d, e, out=double)  # computed in float32, stored as float64, as on CPU
+    torch.testing.assert_close(double.cpu(), torch.add(a, b, out=torch.empty(4, 3, dtype=torch.float64)))
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        torch.add(d, e, out=torch.empty(4, 3, dtype=torch.int32, device="openreg"))
+    mask = torch.empty(4, 3, dtype=torch.bool, device="openreg")
+    torch.gt(d, e, out=mask)
+    assert torch.equal(mask.cpu(), a > b)
+
+
+# ---- errors ----------------------------------------------------------------------------
+
+
+def test_unsupported_dtypes_raise_like_cpu():
+    f = torch.ones(3, device="openreg")
+    with pytest.raises(NotImplementedError, match="not implemented for 'Float'"):
+        torch.bitwise_and(f, f)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        torch.lerp(torch.ones(2, dtype=torch.int64, device="openreg"), torch.ones(2, dtype=torch.int64, device="openreg"), 0.5)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type uint8_t without overflow"):
+        torch.zeros(2, dtype=torch.uint8, device="openreg").fill_(300)
+
+
+def test_tensors_on_two_devices_are_rejected():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(2, device="openreg:0") + torch.ones(2, device="openreg:1")
+
+
+def test_integer_division_by_zero_is_reported_and_the_device_stays_usable():
+    x = torch.tensor([4, 5], device="openreg")
+    with pytest.raises(RuntimeError, match="divide-by-zero"):
+        (x // torch.zeros(2, dtype=torch.int64, device="openreg")).cpu()
+    assert (x * 2).cpu().tolist() == [8, 10]
+
+
+# ---- copies and fills on the device ------------------------------------------------------
+
+
+@pytest.mark.parametrize("dst", ALL, ids=str)
+@pytest.mark.parametrize("src", ALL, ids=str)
+def test_dtype_conversions_run_on_the_device(src, dst):
+    x = _values((40,), src, seed=22)
+    if src.is_floating_point:
+        x = torch.cat([x, torch.tensor([0.5, -0.5, 1e-3, 300.7, -129.0, 70000.0], dtype=torch.float64).to(src)])
+    torch.openreg.reset_op_counts()
+    d = x.to("openreg").to(dst)
+    counts = torch.openreg.op_counts()
+    assert counts["aten::_copy_from"]["fallback"] == 0
+    torch.testing.assert_close(d.cpu(), x.to(dst), rtol=0, atol=0, equal_nan=True)
+
+
+def test_layout_changes_run_on_the_device_within_and_across_devices():
+    x = _values((6, 8), torch.float32, 23)
+    d = x.to("openreg:0")
+    torch.openreg.reset_op_counts()
+    t = d.t().contiguous()
+    assert t.is_contiguous() and torch.equal(t.cpu(), x.t().contiguous())
+    other = d.t().to("openreg:1", torch.float16)
+    assert other.device == torch.device("openreg:1")
+    torch.testing.assert_close(other.cpu(), x.t().half(), rtol=0, atol=0)
+    target = torch.zeros(8, 12, device="openreg:1")
+    target[:, ::2].copy_(d.t())  # a strided destination on another device
+    expected = torch.zeros(8, 12)
+    expected[:, ::2] = x.t()
+    assert torch.equal(target.cpu(), expected)
+    host_target = torch.zeros(8, 6, dtype=torch.float64)
+    host_target.copy_(d.t())
+    assert torch.equal(host_target, x.t().double())
+    assert all(c["fallback"] == 0 for c in torch.openreg.op_counts().values())
+
+
+def test_host_to_device_into_a_strided_view_keeps_the_gaps():
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    d = base.to("openreg")
+    d[:, 1::2] = torch.full((4, 3), -1.0, dtype=torch.float64)
+    expected = base.clone()
+    expected[:, 1::2] = -1.0
+    assert torch.equal(d.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_fill_and_zero_for_every_dtype(dtype):
+    value = True if dtype == torch.bool else 7
+    d = torch.empty(5, 3, dtype=dtype, device="openreg")
+    d.fill_(value)
+    assert torch.equal(d.cpu(), torch.full((5, 3), value, dtype=dtype))
+    d[:, 1].zero_()
+    expected = torch.full((5, 3), value, dtype=dtype)
+    expected[:, 1] = 0
+    assert torch.equal(d.cpu(), expected)
+
+
+# ---- property tests: random shapes, broadcasting, strides, dtypes -----------------------
+
+_DTYPES = st.sampled_from([torch.float32, torch.float64, torch.float16, torch.int32, torch.int64, torch.uint8, torch.bool])
+
+
+@st.composite
+def _operands(draw):
+    ndim = draw(st.integers(0, 4))
+    shape = [draw(st.integers(1, 5)) for _ in range(ndim)]
+    # b broadcasts: some of its dimensions are 1 or missing.
+    b_shape = [s if draw(st.booleans()) else 1 for s in shape][draw(st.integers(0, ndim)) :]
+    a = _values(shape, draw(_DTYPES), seed=draw(st.integers(0, 1000)))
+    b = _values(b_shape, draw(_DTYPES), seed=draw(st.integers(0, 1000)))
+    if ndim >= 2 and draw(st.booleans()):
+        a = a.transpose(0, ndim - 1)
+    return a, b
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_operands(), st.sampled_from(["add", "mul", "maximum", "eq", "lt", "where"]))
+def test_random_shapes_strides_and_dtypes_match_cpu(operands, op):
+    a, b = operands
+    with torch.openreg.fallback_policy("error"):
+        if op == "where":
+            _check(lambda x, y: torch.where(x > 0, x, y), a, b)
+        elif a.dtype == torch.bool and b.dtype == torch.bool and op == "add":
+            _check(torch.logical_or, a, b)
+        else:
+            _check(getattr(torch, op), a, b)
+
+
+# ---- the fallback policy --------------------------------------------------------------
+
+
+def test_error_policy_names_the_op_before_any_data_moves():
+    x = torch.ones(4, device="openreg")
+    torch.openreg.reset_op_counts()
+    with pytest.raises(RuntimeError, match=r"aten::special_zeta.*fallback policy is 'error'"):
+        torch.special.zeta(x, x)
+    assert torch.openreg.op_counts().get("aten::special_zeta", {}).get("fallback", 0) == 0
+
+
+def test_warn_policy_warns_once_per_op_and_allow_is_silent():
+    x = torch.ones(4, device="openreg")
+    with torch.openreg.fallback_policy("warn"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.special.zeta(x, x)
+            torch.special.zeta(x, x)
+        messages = [str(w.message) for w in caught if "aten::special_zeta" in str(w.message)]
+        assert len(messages) == 1, messages
+    with torch.openreg.fallback_policy("allow"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            torch.special.zeta(x, x)
+    assert torch.openreg.get_fallback_policy() == "error"  # restored by the context manager
+
+
+def test_bad_policies_are_rejected():
+    with pytest.raises(ValueError, match="not one of allow, warn, error"):
+        torch.openreg.set_fallback_policy("sometimes")
+    with pytest.raises(TypeError):
+        torch.openreg.set_fallback_policy(2)
+
+
+def test_the_policy_comes_from_the_environment():
+    code = (
+        "import torch, torch_openreg\n"
+        "print(torch.openreg.get_fallback_policy())\n"
+        "x = torch.ones(2, device='openreg')\n"
+        "print((x + 1).cpu().tolist())\n"
+        "try:\n    torch.special.zeta(x, x)\nexcept RuntimeError as e:\n    print('refused', 'aten::special_zeta' in str(e))\n"
+    )
+    env = {"OPENREG_FALLBACK": "error", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split("\n")[:3] == ["error", "[2.0, 2.0]", "refused True"], out.stderr
+    env["OPENREG_FALLBACK"] = "bogus"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "OPENREG_FALLBACK" in out.stderr and "not one of allow, warn, error" in out.stderr, out.stderr
