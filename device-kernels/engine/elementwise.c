@@ -21,6 +21,7 @@
  * Compiled for wasm32 and wasm64 from this one source (device-kernels/build.rs).
  */
 #include "openreg_engine.h"
+#include "math.h"
 
 #define EXPORT(name) __attribute__((export_name(#name), visibility("default")))
 #define TRAP() __builtin_trap()
@@ -363,6 +364,42 @@ ALWAYS_INLINE double fma_f64(double a, double b, double c) {
   return a * b + c;
 }
 
+/* Activations as PyTorch's CPU kernels write them (GeluKernel.cpp, Activation.cpp). */
+#define K_SQRT1_2 0.70710678118654752440
+#define K_GELU_BETA 0.79788456080286535588 /* sqrt(2 / pi) */
+#define K_GELU_KAPPA 0.044715
+#define K_GELU_PDF 0.39894228040143267794  /* 1 / sqrt(2 pi) */
+#define K_LOG2E 1.44269504088896340736
+#define K_LOG10E 0.43429448190325182765
+#define K_LN2 0.69314718055994530942
+
+#define OR_DEFINE_ACTIVATIONS(T, S)                                                          \
+  ALWAYS_INLINE T gelu_tanh_##S(T x) {                                                      \
+    const T inner = (T)K_GELU_BETA * (x + (T)K_GELU_KAPPA * x * x * x);                    \
+    return (T)0.5 * x * ((T)1 + m_tanh_##S(inner));                                         \
+  }                                                                                         \
+  ALWAYS_INLINE T gelu_backward_##S(T dy, T x) {                                            \
+    const T cdf = (T)0.5 * ((T)1 + (T)m_erf_##S(x * (T)K_SQRT1_2));                         \
+    const T pdf = (T)K_GELU_PDF * m_exp_##S(x * x * (T)-0.5);                               \
+    return dy * (cdf + x * pdf);                                                            \
+  }                                                                                         \
+  ALWAYS_INLINE T gelu_tanh_backward_##S(T dy, T x) {                                       \
+    const T x_sq = x * x;                                                                   \
+    const T inner = (T)K_GELU_BETA * (x + (T)K_GELU_KAPPA * x_sq * x);                     \
+    const T t = m_tanh_##S(inner);                                                          \
+    const T left = (T)0.5 * x;                                                              \
+    const T right = (T)1 + t;                                                               \
+    const T inner_derivative = (T)K_GELU_BETA * ((T)1 + (T)3 * (T)K_GELU_KAPPA * x_sq);     \
+    return dy * ((T)0.5 * right + left * ((T)1 - t * t) * inner_derivative);                \
+  }                                                                                         \
+  ALWAYS_INLINE T silu_backward_##S(T dy, T x) {                                            \
+    const T sig = (T)1 / ((T)1 + m_exp_##S(-x));                                            \
+    return dy * sig * ((T)1 + x * ((T)1 - sig));                                            \
+  }
+
+OR_DEFINE_ACTIVATIONS(float, f32)
+OR_DEFINE_ACTIVATIONS(double, f64)
+
 #define OR_FLOAT_OPS(X, T, FSQRT, FFLOOR, FCEIL, FTRUNC, FRINT, FFABS, SUFFIX)                                     \
   X(FILL, 0, T, A0)                                                                                   \
   X(COPY, 1, T, a)                                                                                    \
@@ -408,7 +445,33 @@ ALWAYS_INLINE double fma_f64(double a, double b, double c) {
   X(LERP_SCALAR, 2, T, FFABS(A0) < (T)0.5 ? fma_##SUFFIX(A0, b - a, a) : fma_##SUFFIX(A0 - (T)1, b - a, b)) \
   X(DIV_FLOOR, 2, T, div_floor_##SUFFIX(a, b))                                                        \
   X(REMAINDER, 2, T, remainder_##SUFFIX(a, b))                                                        \
-  X(FMOD, 2, T, fmod_##SUFFIX(a, b))
+  X(FMOD, 2, T, fmod_##SUFFIX(a, b))                                                                  \
+  X(EXP, 1, T, m_exp_##SUFFIX(a))                                                                     \
+  X(EXP2, 1, T, m_exp2_##SUFFIX(a))                                                                     \
+  X(EXPM1, 1, T, m_expm1_##SUFFIX(a))                                                                 \
+  X(LOG, 1, T, m_log_##SUFFIX(a))                                                                     \
+  X(LOG2, 1, T, m_log_##SUFFIX(a) * (T)K_LOG2E)                                                       \
+  X(LOG10, 1, T, m_log_##SUFFIX(a) * (T)K_LOG10E)                                                     \
+  X(LOG1P, 1, T, m_log1p_##SUFFIX(a))                                                                 \
+  X(TANH, 1, T, m_tanh_##SUFFIX(a))                                                                   \
+  X(SIGMOID, 1, T, m_sigmoid_##SUFFIX(a))                                                             \
+  X(ERF, 1, T, m_erf_##SUFFIX(a))                                                                     \
+  X(SILU, 1, T, a / ((T)1 + m_exp_##SUFFIX(-a)))                                                      \
+  X(MISH, 1, T, a * m_tanh_##SUFFIX(m_log1p_##SUFFIX(m_exp_##SUFFIX(a))))                             \
+  X(GELU, 1, T, a * (T)0.5 * ((T)1 + m_erf_##SUFFIX(a * (T)K_SQRT1_2)))                               \
+  X(GELU_TANH, 1, T, gelu_tanh_##SUFFIX(a))                                                           \
+  X(SOFTPLUS, 1, T, a * A0 > A1 ? a : m_log1p_##SUFFIX(m_exp_##SUFFIX(a * A0)) / A0)                  \
+  X(ELU, 1, T, a <= (T)0 ? m_expm1_##SUFFIX(a * A2) * A0 : a * A1)                                    \
+  X(LEAKY_RELU, 1, T, a > (T)0 ? a : a * A0)                                                          \
+  X(TANH_BACKWARD, 2, T, a * ((T)1 - b * b))                                                          \
+  X(SIGMOID_BACKWARD, 2, T, a * ((T)1 - b) * b)                                                       \
+  X(SILU_BACKWARD, 2, T, silu_backward_##SUFFIX(a, b))                                                \
+  X(GELU_BACKWARD, 2, T, gelu_backward_##SUFFIX(a, b))                                                \
+  X(GELU_TANH_BACKWARD, 2, T, gelu_tanh_backward_##SUFFIX(a, b))                                      \
+  X(SOFTPLUS_BACKWARD, 2, T, b * A0 > A1 ? a : a * m_exp_##SUFFIX(b * A0) / (m_exp_##SUFFIX(b * A0) + (T)1)) \
+  X(LEAKY_RELU_BACKWARD, 2, T, a > (T)0 ? b : b * A0)                                               \
+  X(ELU_BACKWARD, 2, T, b <= (T)0 ? a * A2 * A0 * m_exp_##SUFFIX(b * A2) : a * A1)                     \
+  X(ELU_BACKWARD_RESULT, 2, T, b <= (T)0 ? a * A2 * (b + A0) : a * A1)
 
 /* Integer ops, in int64 with wrapping arithmetic (through uint64). */
 #define I_WRAP(expr) ((int64_t)(expr))
@@ -479,7 +542,33 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
   X(LERP_SCALAR, 2, int64_t, (TRAP(), a))                                                            \
   X(DIV_FLOOR, 2, int64_t, i_div_floor(a, b))                                                         \
   X(REMAINDER, 2, int64_t, i_remainder(a, b))                                                         \
-  X(FMOD, 2, int64_t, (b == -1 ? 0 : a % b))
+  X(FMOD, 2, int64_t, (b == -1 ? 0 : a % b))                                                         \
+  X(EXP, 1, int64_t, (TRAP(), a))                                                                     \
+  X(EXP2, 1, int64_t, (TRAP(), a))                                                                    \
+  X(EXPM1, 1, int64_t, (TRAP(), a))                                                                   \
+  X(LOG, 1, int64_t, (TRAP(), a))                                                                     \
+  X(LOG2, 1, int64_t, (TRAP(), a))                                                                    \
+  X(LOG10, 1, int64_t, (TRAP(), a))                                                                   \
+  X(LOG1P, 1, int64_t, (TRAP(), a))                                                                   \
+  X(TANH, 1, int64_t, (TRAP(), a))                                                                    \
+  X(SIGMOID, 1, int64_t, (TRAP(), a))                                                                 \
+  X(ERF, 1, int64_t, (TRAP(), a))                                                                     \
+  X(SILU, 1, int64_t, (TRAP(), a))                                                                    \
+  X(MISH, 1, int64_t, (TRAP(), a))                                                                    \
+  X(GELU, 1, int64_t, (TRAP(), a))                                                                    \
+  X(GELU_TANH, 1, int64_t, (TRAP(), a))                                                               \
+  X(SOFTPLUS, 1, int64_t, (TRAP(), a))                                                                \
+  X(ELU, 1, int64_t, (TRAP(), a))                                                                     \
+  X(LEAKY_RELU, 1, int64_t, (TRAP(), a))                                                              \
+  X(TANH_BACKWARD, 2, int64_t, (TRAP(), a))                                                           \
+  X(SIGMOID_BACKWARD, 2, int64_t, (TRAP(), a))                                                        \
+  X(SILU_BACKWARD, 2, int64_t, (TRAP(), a))                                                           \
+  X(GELU_BACKWARD, 2, int64_t, (TRAP(), a))                                                           \
+  X(GELU_TANH_BACKWARD, 2, int64_t, (TRAP(), a))                                                      \
+  X(SOFTPLUS_BACKWARD, 2, int64_t, (TRAP(), a))                                                       \
+  X(LEAKY_RELU_BACKWARD, 2, int64_t, (TRAP(), a))                                                     \
+  X(ELU_BACKWARD, 2, int64_t, (TRAP(), a))                                                            \
+  X(ELU_BACKWARD_RESULT, 2, int64_t, (TRAP(), a))
 
 /* ---- row loops ---- */
 
@@ -496,14 +585,17 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
  * (native dtypes, any strides), `generic` (any dtypes and strides).
  */
 #define OR_LOOPS(C, T, NAME, ARITY, RT, EXPR)                                                                         \
+  _Static_assert(ARITY == OR_ARITY_##NAME, "the arity of " #NAME " differs from openreg_engine.h");                  \
   static void contig_##NAME##_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,              \
                                   const uint32_t *dt) {                                                               \
     (void)st;                                                                                                         \
     (void)dt;                                                                                                         \
     const T A0 = ARG_##C(args[0]);                                                                                    \
     const T A1 = ARG_##C(args[1]);                                                                                    \
+    const T A2 = ARG_##C(args[2]);                                                                                    \
     (void)A0;                                                                                                         \
     (void)A1;                                                                                                         \
+    (void)A2;                                                                                                         \
     RT *restrict out = (RT *)ptr[0];                                                                                  \
     const T *ia = (const T *)ptr[ARITY >= 1 ? 1 : 0];                                                                 \
     const T *ib = (const T *)ptr[ARITY >= 2 ? 2 : 0];                                                                 \
@@ -526,8 +618,10 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
     (void)dt;                                                                                                         \
     const T A0 = ARG_##C(args[0]);                                                                                    \
     const T A1 = ARG_##C(args[1]);                                                                                    \
+    const T A2 = ARG_##C(args[2]);                                                                                    \
     (void)A0;                                                                                                         \
     (void)A1;                                                                                                         \
+    (void)A2;                                                                                                         \
     for (int64_t j = 0; j < n; j++) {                                                                                 \
       const T a = ARITY >= 1 ? *(const T *)(ptr[1] + j * st[1]) : (T)0;                                              \
       const T b = ARITY >= 2 ? *(const T *)(ptr[2] + j * st[2]) : (T)0;                                              \
@@ -542,8 +636,10 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
                                    const uint32_t *dt) {                                                              \
     const T A0 = ARG_##C(args[0]);                                                                                    \
     const T A1 = ARG_##C(args[1]);                                                                                    \
+    const T A2 = ARG_##C(args[2]);                                                                                    \
     (void)A0;                                                                                                         \
     (void)A1;                                                                                                         \
+    (void)A2;                                                                                                         \
     for (int64_t j = 0; j < n; j++) {                                                                                 \
       const T a = ARITY >= 1 ? load_##C(ptr[1] + j * st[1], dt[1]) : (T)0;                                           \
       const T b = ARITY >= 2 ? load_##C(ptr[2] + j * st[2], dt[2]) : (T)0;                                           \
@@ -585,6 +681,11 @@ typedef struct or_loops {
 static const or_loops LOOPS[OR_OP_COUNT][OR_COMPUTE_COUNT] = {
     OR_FLOAT_OPS(OR_ENTRY_F32, float, _, _, _, _, _, _, _) OR_FLOAT_OPS(OR_ENTRY_F64, double, _, _, _, _, _, _, _)
         OR_INT_OPS(OR_ENTRY_I64)};
+
+/* Every op of openreg_engine.h has an entry in each table. */
+#define OR_COUNT_ONE(...) +1
+_Static_assert(0 OR_FLOAT_OPS(OR_COUNT_ONE, _, _, _, _, _, _, _, _) == OR_OP_COUNT, "float ops missing");
+_Static_assert(0 OR_INT_OPS(OR_COUNT_ONE) == OR_OP_COUNT, "int ops missing");
 
 static const uint32_t NATIVE[OR_COMPUTE_COUNT] = {OR_F32, OR_F64, OR_I64};
 

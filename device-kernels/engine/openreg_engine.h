@@ -57,66 +57,110 @@ enum or_compute {
 };
 
 /*
- * The elementwise ops, by arity. `a`, `b`, `c` are the inputs, `args[k]` the
- * op's scalar arguments (in the compute type: `.f` for floats, `.i` for
- * integers). One list, used by the kernel's dispatch table and the shim.
+ * The elementwise ops: name, arity, and the compute types they exist for
+ * (ANY; NUM: any but bool; FLOAT: float32/float64 only; INT: int64 only). `a`, `b`, `c` are the
+ * inputs, `args[k]` the op's scalar arguments (in the compute type: `.f` for
+ * floats, `.i` for integers). One list, used by the kernel's dispatch table
+ * and by the shim, which refuses an op in a compute type it lacks before
+ * launching (the kernel would trap).
  */
 #define OR_ELEMENTWISE_OPS(X)                                                            \
   /* nullary */                                                                        \
-  X(FILL, 0)          /* args[0] */                                                    \
+  X(FILL, 0, ANY)          /* args[0] */                                                    \
   /* unary */                                                                          \
-  X(COPY, 1)          /* a, converted to the output's dtype */                         \
-  X(NEG, 1)                                                                            \
-  X(ABS, 1)                                                                            \
-  X(SIGN, 1)                                                                           \
-  X(SQRT, 1)                                                                           \
-  X(RSQRT, 1)                                                                          \
-  X(RECIPROCAL, 1)                                                                     \
-  X(FLOOR, 1)                                                                          \
-  X(CEIL, 1)                                                                           \
-  X(TRUNC, 1)                                                                          \
-  X(ROUND, 1)         /* half to even, as torch.round */                               \
-  X(BITWISE_NOT, 1)                                                                    \
-  X(LOGICAL_NOT, 1)                                                                    \
-  X(ISNAN, 1)                                                                          \
-  X(CLAMP, 1)         /* min(max(a, args[0]), args[1]); NaN propagates */              \
-  X(CLAMP_MIN, 1)     /* max(a, args[0]) */                                            \
-  X(CLAMP_MAX, 1)     /* min(a, args[0]) */                                            \
-  X(THRESHOLD, 2)     /* a <= args[0] ? args[1] : b  (threshold, threshold_backward) */ \
+  X(COPY, 1, ANY)          /* a, converted to the output's dtype */                         \
+  X(NEG, 1, ANY)                                                                            \
+  X(ABS, 1, ANY)                                                                            \
+  X(SIGN, 1, ANY)                                                                           \
+  X(SQRT, 1, FLOAT)                                                                           \
+  X(RSQRT, 1, FLOAT)                                                                          \
+  X(RECIPROCAL, 1, FLOAT)                                                                     \
+  X(FLOOR, 1, ANY)                                                                          \
+  X(CEIL, 1, ANY)                                                                           \
+  X(TRUNC, 1, ANY)                                                                          \
+  X(ROUND, 1, ANY)         /* half to even, as torch.round */                               \
+  X(BITWISE_NOT, 1, INT)                                                                    \
+  X(LOGICAL_NOT, 1, ANY)                                                                    \
+  X(ISNAN, 1, ANY)                                                                          \
+  X(CLAMP, 1, ANY)         /* min(max(a, args[0]), args[1]); NaN propagates */              \
+  X(CLAMP_MIN, 1, ANY)     /* max(a, args[0]) */                                            \
+  X(CLAMP_MAX, 1, ANY)     /* min(a, args[0]) */                                            \
+  X(THRESHOLD, 2, ANY)     /* a <= args[0] ? args[1] : b  (threshold, threshold_backward) */ \
   /* binary */                                                                         \
-  X(ADD, 2)           /* a + args[0] * b (alpha) */                                    \
-  X(MUL, 2)                                                                            \
-  X(DIV, 2)           /* true division */                                              \
-  X(DIV_TRUNC, 2)                                                                      \
-  X(MAXIMUM, 2)       /* NaN propagates */                                             \
-  X(MINIMUM, 2)                                                                        \
-  X(EQ, 2)                                                                             \
-  X(NE, 2)                                                                             \
-  X(LT, 2)                                                                             \
-  X(LE, 2)                                                                             \
-  X(GT, 2)                                                                             \
-  X(GE, 2)                                                                             \
-  X(LOGICAL_AND, 2)                                                                    \
-  X(LOGICAL_OR, 2)                                                                     \
-  X(LOGICAL_XOR, 2)                                                                    \
-  X(BITWISE_AND, 2)                                                                    \
-  X(BITWISE_OR, 2)                                                                     \
-  X(BITWISE_XOR, 2)                                                                    \
+  X(ADD, 2, ANY)           /* a + args[0] * b (alpha) */                                    \
+  X(MUL, 2, ANY)                                                                            \
+  X(DIV, 2, FLOAT)           /* true division */                                              \
+  X(DIV_TRUNC, 2, NUM)                                                                      \
+  X(MAXIMUM, 2, ANY)       /* NaN propagates */                                             \
+  X(MINIMUM, 2, ANY)                                                                        \
+  X(EQ, 2, ANY)                                                                             \
+  X(NE, 2, ANY)                                                                             \
+  X(LT, 2, ANY)                                                                             \
+  X(LE, 2, ANY)                                                                             \
+  X(GT, 2, ANY)                                                                             \
+  X(GE, 2, ANY)                                                                             \
+  X(LOGICAL_AND, 2, ANY)                                                                    \
+  X(LOGICAL_OR, 2, ANY)                                                                     \
+  X(LOGICAL_XOR, 2, ANY)                                                                    \
+  X(BITWISE_AND, 2, INT)                                                                    \
+  X(BITWISE_OR, 2, INT)                                                                     \
+  X(BITWISE_XOR, 2, INT)                                                                    \
   /* ternary */                                                                        \
-  X(WHERE, 3)         /* a (bool) ? b : c */                                           \
-  X(LERP, 3)          /* a + c * (b - a), weight tensor c, as CPU */                           \
-  X(ADDCMUL, 3)       /* a + args[0] * b * c */                                        \
-  X(ADDCDIV, 3)       /* a + args[0] * b / c */                                        \
-  X(LERP_SCALAR, 2)   /* a + args[0] * (b - a), a scalar weight */                     \
-  X(DIV_FLOOR, 2)     /* floor(a / b), as torch.div(rounding_mode='floor') */          \
-  X(REMAINDER, 2)     /* a - floor(a / b) * b, the sign of b (Python's %) */           \
-  X(FMOD, 2)          /* C's fmod: the sign of a */
+  X(WHERE, 3, ANY)         /* a (bool) ? b : c */                                           \
+  X(LERP, 3, FLOAT)          /* a + c * (b - a), weight tensor c, as CPU */                           \
+  X(ADDCMUL, 3, ANY)       /* a + args[0] * b * c */                                        \
+  X(ADDCDIV, 3, FLOAT)       /* a + args[0] * b / c */                                        \
+  X(LERP_SCALAR, 2, FLOAT)   /* a + args[0] * (b - a), a scalar weight */                     \
+  X(DIV_FLOOR, 2, NUM)     /* floor(a / b), as torch.div(rounding_mode='floor') */          \
+  X(REMAINDER, 2, NUM)     /* a - floor(a / b) * b, the sign of b (Python's %) */           \
+  X(FMOD, 2, NUM)          /* C's fmod: the sign of a */                                    \
+  /* transcendental (device-kernels/engine/math.h) and activations */                  \
+  X(EXP, 1, FLOAT)                                                                            \
+  X(EXP2, 1, FLOAT)                                                                           \
+  X(EXPM1, 1, FLOAT)                                                                          \
+  X(LOG, 1, FLOAT)                                                                            \
+  X(LOG2, 1, FLOAT)                                                                           \
+  X(LOG10, 1, FLOAT)                                                                          \
+  X(LOG1P, 1, FLOAT)                                                                          \
+  X(TANH, 1, FLOAT)                                                                           \
+  X(SIGMOID, 1, FLOAT)                                                                        \
+  X(ERF, 1, FLOAT)                                                                            \
+  X(SILU, 1, FLOAT)                                                                           \
+  X(MISH, 1, FLOAT)                                                                           \
+  X(GELU, 1, FLOAT)                                                                           \
+  X(GELU_TANH, 1, FLOAT)                                                                      \
+  X(SOFTPLUS, 1, FLOAT)      /* beta args[0], threshold args[1] */                            \
+  X(ELU, 1, FLOAT)           /* alpha * scale args[0], scale args[1], input_scale args[2] */  \
+  X(LEAKY_RELU, 1, FLOAT)    /* negative slope args[0] */                                     \
+  X(TANH_BACKWARD, 2, FLOAT)    /* a: grad, b: tanh's output */                               \
+  X(SIGMOID_BACKWARD, 2, FLOAT) /* a: grad, b: sigmoid's output */                            \
+  X(SILU_BACKWARD, 2, FLOAT)    /* a: grad, b: input */                                       \
+  X(GELU_BACKWARD, 2, FLOAT)    /* a: grad, b: input */                                       \
+  X(GELU_TANH_BACKWARD, 2, FLOAT)                                                             \
+  X(SOFTPLUS_BACKWARD, 2, FLOAT) /* a: grad, b: input; beta args[0], threshold args[1] */     \
+  X(LEAKY_RELU_BACKWARD, 2, FLOAT) /* a: input, b: grad; slope args[0] */                    \
+  X(ELU_BACKWARD, 2, FLOAT)  /* a: grad, b: input; args as ELU */                             \
+  X(ELU_BACKWARD_RESULT, 2, FLOAT) /* a: grad, b: ELU's output; args as ELU */
+
+enum or_kinds {
+  OR_KINDS_ANY = 0,
+  OR_KINDS_FLOAT = 1,
+  OR_KINDS_INT = 2,
+  OR_KINDS_NUM = 3,
+};
 
 enum or_op {
-#define OR_OP_ENUM(name, arity) OR_OP_##name,
+#define OR_OP_ENUM(name, arity, kinds) OR_OP_##name,
   OR_ELEMENTWISE_OPS(OR_OP_ENUM)
 #undef OR_OP_ENUM
   OR_OP_COUNT
+};
+
+/* Each op's arity, by name (OR_ARITY_ADD == 2): the kernel's tables check theirs against it. */
+enum or_arity {
+#define OR_ARITY_ENUM(name, arity, kinds) OR_ARITY_##name = arity,
+  OR_ELEMENTWISE_OPS(OR_ARITY_ENUM)
+#undef OR_ARITY_ENUM
 };
 
 /* A scalar in the compute type. */

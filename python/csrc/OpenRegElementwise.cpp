@@ -165,6 +165,57 @@ void addcdiv_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const 
   launch_elementwise(iter, OR_OP_ADDCDIV, {value});
 }
 
+void gelu_impl(TensorIteratorBase& iter, const Tensor&, c10::string_view approximate) {
+  launch_elementwise(iter, approximate == "tanh" ? OR_OP_GELU_TANH : OR_OP_GELU);
+}
+
+void gelu_backward_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, c10::string_view approximate) {
+  launch_elementwise(iter, approximate == "tanh" ? OR_OP_GELU_TANH_BACKWARD : OR_OP_GELU_BACKWARD);
+}
+
+void softplus_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& beta, const Scalar& threshold) {
+  launch_elementwise(iter, OR_OP_SOFTPLUS, {beta, threshold});
+}
+
+void softplus_backward_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Scalar& beta,
+                            const Scalar& threshold) {
+  launch_elementwise(iter, OR_OP_SOFTPLUS_BACKWARD, {beta, threshold});
+}
+
+void elu_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& alpha, const Scalar& scale,
+              const Scalar& input_scale) {
+  launch_elementwise(iter, OR_OP_ELU, {alpha.toDouble() * scale.toDouble(), scale, input_scale});
+}
+
+void leaky_relu_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& slope) {
+  launch_elementwise(iter, OR_OP_LEAKY_RELU, {slope});
+}
+
+// The meta builds (out, self, grad_output).
+void leaky_relu_backward_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Scalar& slope, bool) {
+  launch_elementwise(iter, OR_OP_LEAKY_RELU_BACKWARD, {slope});
+}
+
+void elu_backward_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& alpha, const Scalar& scale,
+                       const Scalar& input_scale, bool is_result, const Tensor&) {
+  launch_elementwise(iter, is_result ? OR_OP_ELU_BACKWARD_RESULT : OR_OP_ELU_BACKWARD,
+                     {alpha.toDouble() * scale.toDouble(), scale, input_scale});
+}
+
+// Transcendental ops compute in floating types only (their metas promote
+// integer inputs to float).
+template <or_op Op>
+void float_unary_impl(TensorIteratorBase& iter, const Tensor&) {
+  check_dtype(at::isFloatingType(iter.common_dtype()), "unary float op", iter.common_dtype());
+  launch_elementwise(iter, Op);
+}
+
+template <or_op Op>
+void float_binary_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
+  check_dtype(at::isFloatingType(iter.common_dtype()), "binary float op", iter.common_dtype());
+  launch_elementwise(iter, Op);
+}
+
 } // namespace
 } // namespace openreg::elementwise
 
@@ -281,6 +332,36 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, threshold, threshold_impl, threshold, threshold_, threshold_out);
   OPENREG_STRUCTURED(m, threshold_backward, threshold_backward_impl, threshold_backward, none,
                      threshold_backward_grad_input);
+  // transcendental
+  OPENREG_STRUCTURED(m, exp, float_unary_impl<OR_OP_EXP>, exp, exp_, exp_out);
+  OPENREG_STRUCTURED(m, exp2, float_unary_impl<OR_OP_EXP2>, exp2, exp2_, exp2_out);
+  OPENREG_STRUCTURED(m, expm1, float_unary_impl<OR_OP_EXPM1>, expm1, expm1_, expm1_out);
+  OPENREG_STRUCTURED(m, log, float_unary_impl<OR_OP_LOG>, log, log_, log_out);
+  OPENREG_STRUCTURED(m, log2, float_unary_impl<OR_OP_LOG2>, log2, log2_, log2_out);
+  OPENREG_STRUCTURED(m, log10, float_unary_impl<OR_OP_LOG10>, log10, log10_, log10_out);
+  OPENREG_STRUCTURED(m, log1p, float_unary_impl<OR_OP_LOG1P>, log1p, log1p_, log1p_out);
+  OPENREG_STRUCTURED(m, tanh, float_unary_impl<OR_OP_TANH>, tanh, tanh_, tanh_out);
+  OPENREG_STRUCTURED(m, sigmoid, float_unary_impl<OR_OP_SIGMOID>, sigmoid, sigmoid_, sigmoid_out);
+  OPENREG_STRUCTURED(m, erf, float_unary_impl<OR_OP_ERF>, erf, erf_, erf_out);
+  // activations and their backward ops
+  OPENREG_STRUCTURED(m, silu, float_unary_impl<OR_OP_SILU>, silu, silu_, silu_out);
+  OPENREG_STRUCTURED(m, mish, float_unary_impl<OR_OP_MISH>, mish, mish_, mish_out);
+  OPENREG_STRUCTURED(m, gelu, gelu_impl, gelu, gelu_, gelu_out);
+  OPENREG_STRUCTURED(m, softplus, softplus_impl, softplus, none, softplus_out);
+  OPENREG_STRUCTURED(m, elu, elu_impl, elu, elu_, elu_out);
+  OPENREG_STRUCTURED(m, leaky_relu, leaky_relu_impl, leaky_relu, leaky_relu_, leaky_relu_out);
+  OPENREG_STRUCTURED(m, tanh_backward, float_binary_impl<OR_OP_TANH_BACKWARD>, tanh_backward, none,
+                     tanh_backward_grad_input);
+  OPENREG_STRUCTURED(m, sigmoid_backward, float_binary_impl<OR_OP_SIGMOID_BACKWARD>, sigmoid_backward, none,
+                     sigmoid_backward_grad_input);
+  OPENREG_STRUCTURED(m, silu_backward, float_binary_impl<OR_OP_SILU_BACKWARD>, silu_backward, none,
+                     silu_backward_grad_input);
+  OPENREG_STRUCTURED(m, gelu_backward, gelu_backward_impl, gelu_backward, none, gelu_backward_grad_input);
+  OPENREG_STRUCTURED(m, softplus_backward, softplus_backward_impl, softplus_backward, none,
+                     softplus_backward_grad_input);
+  OPENREG_STRUCTURED(m, elu_backward, elu_backward_impl, elu_backward, none, elu_backward_grad_input);
+  OPENREG_STRUCTURED(m, leaky_relu_backward, leaky_relu_backward_impl, leaky_relu_backward, none,
+                     leaky_relu_backward_grad_input);
   // over ATen's native functions and DispatchStubs
   OPENREG_NATIVE(m, relu, at::native::relu);
   OPENREG_NATIVE(m, relu_, at::native::relu_);

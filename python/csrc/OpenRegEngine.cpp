@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstring>
+#include <string>
 #include <mutex>
 
 #include <ATen/Dispatch.h>
@@ -27,6 +28,18 @@ uint32_t elementwise_kernel(c10::DeviceIndex device) {
   std::call_once(once, [&] { index = OPENREG_CHECK(openreg::engine_kernel(device, "elementwise")); });
   return index;
 }
+
+// The op table of openreg_engine.h, by op: its name and the compute types it has.
+constexpr std::array<or_kinds, OR_OP_COUNT> kKinds = {
+#define OR_OP_KINDS(name, arity, kinds) OR_KINDS_##kinds,
+    OR_ELEMENTWISE_OPS(OR_OP_KINDS)
+#undef OR_OP_KINDS
+};
+constexpr std::array<const char*, OR_OP_COUNT> kNames = {
+#define OR_OP_NAME(name, arity, kinds) #name,
+    OR_ELEMENTWISE_OPS(OR_OP_NAME)
+#undef OR_OP_NAME
+};
 
 or_scalar scalar_in(const c10::Scalar& value, or_compute compute) {
   or_scalar s{};
@@ -105,6 +118,14 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
   TORCH_CHECK(iter.ndim() <= OR_MAX_DIMS, "openreg: elementwise ops over more than ", OR_MAX_DIMS,
               " non-coalescible dimensions are not supported (got ", iter.ndim(), ")");
   const or_compute how = compute ? *compute : compute_of(iter.common_dtype());
+  // An op the engine has only for floats (or only for integers) is refused
+  // here, as ATen's dtype dispatch refuses it on CPU: the kernel would trap.
+  const or_kinds kinds = kKinds[op];
+  const auto dtype = iter.maybe_common_dtype().value_or(iter.dtype(0));
+  if ((kinds == OR_KINDS_FLOAT && how == OR_COMPUTE_I64) || (kinds == OR_KINDS_INT && how != OR_COMPUTE_I64) ||
+      (kinds == OR_KINDS_NUM && dtype == at::kBool)) {
+    check_dtype(false, std::string("openreg_") + kNames[op], dtype);
+  }
   const c10::Device device = iter.device(0);
   TORCH_INTERNAL_ASSERT(device.type() == c10::DeviceType::PrivateUse1, "openreg: launch_elementwise on ", device);
 

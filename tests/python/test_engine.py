@@ -130,6 +130,51 @@ def test_unary_ops_match_cpu(op, dtype):
     _check(UNARY[op], x)
 
 
+TRANSCENDENTAL = {
+    "exp": torch.exp,
+    "exp2": torch.exp2,
+    "expm1": torch.expm1,
+    "log": lambda x: torch.log(x.abs()),
+    "log2": lambda x: torch.log2(x.abs()),
+    "log10": lambda x: torch.log10(x.abs()),
+    "log1p": lambda x: torch.log1p(x.abs()),
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "erf": torch.erf,
+    "silu": torch.nn.functional.silu,
+    "mish": torch.nn.functional.mish,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "softplus": lambda x: torch.nn.functional.softplus(x, beta=2, threshold=5),
+    "elu": lambda x: torch.nn.functional.elu(x, alpha=0.7),
+    "selu": torch.nn.functional.selu,
+    "leaky_relu": lambda x: torch.nn.functional.leaky_relu(x, 0.1),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32], ids=str)
+@pytest.mark.parametrize("op", TRANSCENDENTAL, ids=str)
+def test_transcendental_ops_and_activations_match_cpu(op, dtype):
+    x = _values((6, 11), dtype, seed=24)
+    _check(TRANSCENDENTAL[op], x)
+    if dtype == torch.float32:
+        wide = torch.cat([torch.linspace(-100, 100, 401), torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-8])])
+        _check(TRANSCENDENTAL[op], torch.cat([wide, torch.tensor([float("inf"), -float("inf"), float("nan")])]))
+
+
+@pytest.mark.parametrize("op", ["tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "softplus", "leaky_relu", "elu", "mish"])
+def test_activation_gradients_run_on_the_device(op):
+    x = _values((7, 5), torch.float64, seed=25)
+    d = x.to("openreg").requires_grad_()
+    c = x.clone().requires_grad_()
+    grads = []
+    for t in (d, c):
+        out = TRANSCENDENTAL[op](t)
+        (g,) = torch.autograd.grad(out, t, torch.ones_like(out))
+        grads.append(g)
+    torch.testing.assert_close(grads[0].cpu(), grads[1])
+
+
 def test_rounding_is_half_to_even_and_special_values_propagate():
     x = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, float("nan"), float("inf"), -float("inf"), -0.0, 0.0])
     for fn in (torch.round, torch.floor, torch.ceil, torch.trunc, torch.sign, torch.neg, torch.abs, torch.sqrt):

@@ -1,0 +1,300 @@
+/*
+ * math.h: the elementary functions of the engine (a wasm module has no libm).
+ *
+ * Every function is written for this engine: range reduction plus a
+ * polynomial, in the precision of its type (float32 functions in float32
+ * arithmetic, with selects instead of branches where it lets clang vectorize
+ * a loop). Accuracy: a few ulp, within what PyTorch's OpInfo tests allow
+ * for CPU results (tests/python/test_engine.py compares with torch's CPU
+ * kernels). Results depend only on the inputs: the same on
+ * every host.
+ *
+ * Included by elementwise.c only.
+ */
+#ifndef OPENREG_ENGINE_MATH_H
+#define OPENREG_ENGINE_MATH_H
+
+#include <stdint.h>
+
+#define MATH_INLINE static inline __attribute__((always_inline))
+
+MATH_INLINE float m_f32_from_bits(uint32_t u) {
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
+MATH_INLINE uint32_t m_f32_bits(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+}
+
+MATH_INLINE double m_f64_from_bits(uint64_t u) {
+  double d;
+  __builtin_memcpy(&d, &u, 8);
+  return d;
+}
+
+MATH_INLINE uint64_t m_f64_bits(double d) {
+  uint64_t u;
+  __builtin_memcpy(&u, &d, 8);
+  return u;
+}
+
+/* 2^n for integer n in [-252, 254] (float) as two factors, each a normal
+ * number, so a product with them can reach the subnormal range. */
+MATH_INLINE float m_scale_f32(float p, int32_t n) {
+  const int32_t n1 = n / 2;
+  const int32_t n2 = n - n1;
+  return p * m_f32_from_bits((uint32_t)(n1 + 127) << 23) * m_f32_from_bits((uint32_t)(n2 + 127) << 23);
+}
+
+MATH_INLINE double m_scale_f64(double p, int64_t n) {
+  const int64_t n1 = n / 2;
+  const int64_t n2 = n - n1;
+  return p * m_f64_from_bits((uint64_t)(n1 + 1023) << 52) * m_f64_from_bits((uint64_t)(n2 + 1023) << 52);
+}
+
+/* ---- exp ---- */
+
+/* e^x: x = k ln2 + r, |r| <= ln2 / 2 (ln2 split in two so k ln2 is exact),
+ * e^r by its Taylor polynomial, times 2^k. */
+MATH_INLINE float m_exp_f32(float x) {
+  const float k = __builtin_rintf(x * 1.44269504088896341f);
+  const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187045e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t n = (int32_t)(k < -252.0f ? -252.0f : k > 254.0f ? 254.0f : k); /* NaN: any n */
+  float y = m_scale_f32(p, n);
+  y = x > 88.72283935546875f ? __builtin_inff() : y;
+  y = x < -104.0f ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+MATH_INLINE double m_exp_f64(double x) {
+  const double k = __builtin_rint(x * 1.44269504088896338700e+00);
+  const double r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+  double p = 1.0 / 6227020800.0; /* 1/13! */
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  const int64_t n = (int64_t)(k < -2100.0 ? -2100.0 : k > 2046.0 ? 2046.0 : k); /* NaN: any n */
+  double y = m_scale_f64(p, n);
+  y = x > 709.782712893383973096 ? __builtin_inf() : y;
+  y = x < -746.0 ? 0.0 : y;
+  return x != x ? x : y;
+}
+
+/* 2^x = 2^k e^(r ln2), k = rint(x), r = x - k exact. */
+MATH_INLINE float m_exp2_f32(float x) {
+  const float k = __builtin_rintf(x);
+  const float p = m_exp_f32((x - k) * 0.693147180559945309f);
+  const int32_t n = (int32_t)(k < -252.0f ? -252.0f : k > 254.0f ? 254.0f : k);
+  float y = m_scale_f32(p, n);
+  y = x >= 128.0f ? __builtin_inff() : y;
+  y = x < -151.0f ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+MATH_INLINE double m_exp2_f64(double x) {
+  const double k = __builtin_rint(x);
+  const double p = m_exp_f64((x - k) * 6.93147180559945309417e-01);
+  const int64_t n = (int64_t)(k < -2100.0 ? -2100.0 : k > 2046.0 ? 2046.0 : k);
+  double y = m_scale_f64(p, n);
+  y = x >= 1024.0 ? __builtin_inf() : y;
+  y = x < -1080.0 ? 0.0 : y;
+  return x != x ? x : y;
+}
+
+/* e^x - 1, accurate near 0: a Taylor polynomial on |x| < ln2 / 2, else exp - 1. */
+MATH_INLINE float m_expm1_f32(float x) {
+  float p = 1.0f / 40320.0f;
+  p = p * x + 1.0f / 5040.0f;
+  p = p * x + 1.0f / 720.0f;
+  p = p * x + 1.0f / 120.0f;
+  p = p * x + 1.0f / 24.0f;
+  p = p * x + 1.0f / 6.0f;
+  p = p * x + 0.5f;
+  const float small = x + x * x * p;
+  return __builtin_fabsf(x) < 0.34657359f ? small : m_exp_f32(x) - 1.0f;
+}
+
+MATH_INLINE double m_expm1_f64(double x) {
+  if (!(__builtin_fabs(x) < 0.34657359027997264)) {
+    return m_exp_f64(x) - 1.0;
+  }
+  double p = 1.0 / 87178291200.0; /* 1/14! */
+  p = p * x + 1.0 / 6227020800.0;
+  p = p * x + 1.0 / 479001600.0;
+  p = p * x + 1.0 / 39916800.0;
+  p = p * x + 1.0 / 3628800.0;
+  p = p * x + 1.0 / 362880.0;
+  p = p * x + 1.0 / 40320.0;
+  p = p * x + 1.0 / 5040.0;
+  p = p * x + 1.0 / 720.0;
+  p = p * x + 1.0 / 120.0;
+  p = p * x + 1.0 / 24.0;
+  p = p * x + 1.0 / 6.0;
+  p = p * x + 0.5;
+  return x + x * x * p;
+}
+
+/* ---- log ---- */
+
+/* ln x: x = 2^e m with m in [sqrt(2)/2, sqrt(2)), s = (m - 1) / (m + 1),
+ * ln m = 2 atanh s = 2s (1 + s^2/3 + s^4/5 + ...), ln x = e ln2 + ln m. */
+MATH_INLINE float m_log_f32(float x) {
+  const int sub = x < 1.17549435e-38f;
+  const float xs = sub ? x * 8388608.0f : x; /* 2^23: subnormals to normals */
+  const uint32_t u = m_f32_bits(xs);
+  int32_t e = (int32_t)(u >> 23) - 127 - (sub ? 23 : 0);
+  float m = m_f32_from_bits((u & 0x7fffff) | 0x3f800000);
+  const int big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  e += big;
+  const float f = m - 1.0f;
+  const float s = f / (2.0f + f);
+  const float z = s * s;
+  float p = 1.0f / 9.0f;
+  p = p * z + 1.0f / 7.0f;
+  p = p * z + 1.0f / 5.0f;
+  p = p * z + 1.0f / 3.0f;
+  const float lnm = f - s * (f - 2.0f * z * p); /* 2s (1 + z p), as 2s = f - s f */
+  const float ef = (float)e;
+  float y = ef * 0.693145751953125f + (lnm + ef * 1.428606765330187045e-06f);
+  y = x == 0.0f ? -__builtin_inff() : y;
+  y = x < 0.0f ? __builtin_nanf("") : y;
+  y = x == __builtin_inff() ? x : y;
+  return x != x ? x : y;
+}
+
+MATH_INLINE double m_log_f64(double x) {
+  if (!(x > 0.0) || x == __builtin_inf()) {
+    return x == 0.0 ? -__builtin_inf() : (x == __builtin_inf() || x != x) ? x : __builtin_nan("");
+  }
+  const int sub = x < 2.2250738585072014e-308;
+  const double xs = sub ? x * 18014398509481984.0 : x; /* 2^54 */
+  const uint64_t u = m_f64_bits(xs);
+  int64_t e = (int64_t)(u >> 52) - 1023 - (sub ? 54 : 0);
+  double m = m_f64_from_bits((u & 0xfffffffffffffull) | 0x3ff0000000000000ull);
+  if (m > 1.4142135623730951) {
+    m *= 0.5;
+    e += 1;
+  }
+  const double f = m - 1.0;
+  const double s = f / (2.0 + f);
+  const double z = s * s;
+  double p = 1.0 / 23.0;
+  p = p * z + 1.0 / 21.0;
+  p = p * z + 1.0 / 19.0;
+  p = p * z + 1.0 / 17.0;
+  p = p * z + 1.0 / 15.0;
+  p = p * z + 1.0 / 13.0;
+  p = p * z + 1.0 / 11.0;
+  p = p * z + 1.0 / 9.0;
+  p = p * z + 1.0 / 7.0;
+  p = p * z + 1.0 / 5.0;
+  p = p * z + 1.0 / 3.0;
+  const double lnm = f - s * (f - 2.0 * z * p);
+  const double ed = (double)e;
+  return ed * 6.93147180369123816490e-01 + (lnm + ed * 1.90821492927058770002e-10);
+}
+
+/* ln(1 + x), accurate near 0: ln(u) x / (u - 1) with u = 1 + x rounded. */
+MATH_INLINE float m_log1p_f32(float x) {
+  const float u = 1.0f + x;
+  const float y = u == 1.0f ? x : m_log_f32(u) * (x / (u - 1.0f));
+  return x == __builtin_inff() ? x : y;
+}
+
+MATH_INLINE double m_log1p_f64(double x) {
+  const double u = 1.0 + x;
+  if (u == 1.0) {
+    return x;
+  }
+  return x == __builtin_inf() ? x : m_log_f64(u) * (x / (u - 1.0));
+}
+
+/* ---- hyperbolic, logistic, error function ---- */
+
+/* tanh x = e / (e + 2) with e = expm1(2|x|), the sign of x; +-1 past 9 (float) / 19.1 (double). */
+MATH_INLINE float m_tanh_f32(float x) {
+  const float ax = __builtin_fabsf(x);
+  const float e = m_expm1_f32(2.0f * (ax < 9.0f ? ax : 9.0f));
+  const float t = ax > 9.0f ? 1.0f : e / (e + 2.0f);
+  return x != x ? x : __builtin_copysignf(t, x);
+}
+
+MATH_INLINE double m_tanh_f64(double x) {
+  const double ax = __builtin_fabs(x);
+  if (x != x) {
+    return x;
+  }
+  if (ax > 19.1) {
+    return __builtin_copysign(1.0, x);
+  }
+  const double e = m_expm1_f64(2.0 * ax);
+  return __builtin_copysign(e / (e + 2.0), x);
+}
+
+/* The logistic function 1 / (1 + e^-x), as PyTorch's CPU kernel writes it. */
+MATH_INLINE float m_sigmoid_f32(float x) {
+  return 1.0f / (1.0f + m_exp_f32(-x));
+}
+
+MATH_INLINE double m_sigmoid_f64(double x) {
+  return 1.0 / (1.0 + m_exp_f64(-x));
+}
+
+/* erf x: for |x| < 2 its Taylor series (alternating, terms below 1.2 in
+ * size, so little cancellation); for |x| >= 2 from erfc's continued fraction
+ * erfc x = e^-x^2 / sqrt(pi) / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...))));
+ * +-1 past 6. Computed in double for both types. */
+MATH_INLINE double m_erf_f64(double x) {
+  const double ax = __builtin_fabs(x);
+  if (x != x) {
+    return x;
+  }
+  if (ax >= 6.0) {
+    return __builtin_copysign(1.0, x);
+  }
+  if (ax < 2.0) {
+    const double x2 = x * x;
+    double term = x; /* (-1)^n x^(2n+1) / n! */
+    double sum = x;
+    for (int n = 1; n < 40; n++) {
+      term *= -x2 / (double)n;
+      sum += term / (double)(2 * n + 1);
+    }
+    return sum * 1.12837916709551257390; /* 2 / sqrt(pi) */
+  }
+  double t = ax;
+  for (int k = 60; k >= 1; k--) {
+    t = ax + (0.5 * (double)k) / t;
+  }
+  const double erfc = m_exp_f64(-ax * ax) * 0.56418958354775628695 / t; /* 1 / sqrt(pi) */
+  return __builtin_copysign(1.0 - erfc, x);
+}
+
+MATH_INLINE float m_erf_f32(float x) {
+  return (float)m_erf_f64((double)x);
+}
+
+#endif /* OPENREG_ENGINE_MATH_H */
