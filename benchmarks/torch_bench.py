@@ -1,26 +1,20 @@
 """PyTorch-level benchmarks: openreg against torch's CPU backend, in the same run.
 
-`make bench` runs this after the runtime benchmarks and writes the table into
-docs/performance.md (between the torch-bench markers). Best of several runs.
+`make bench` runs this after the runtime benchmarks and writes the tables into
+docs/performance.md (between the torch-bench markers). Every case is timed many
+times; the tables give the median and the tail (99th percentile for per-op and
+round-trip timings, the slowest run for the large cases, which run fewer times).
+Ratios are CPU time / openreg time: above 1 means openreg is faster.
 """
 
 import argparse
 import os
 import platform
+import statistics
 import time
 
 import torch
 import torch_openreg  # noqa: F401
-
-
-def best(fn, reps=7, inner=1):
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - t) / inner)
-    return min(times)
 
 
 def sync(device):
@@ -28,7 +22,67 @@ def sync(device):
         torch.openreg.synchronize()
 
 
-def op_time(make, op, device, inner):
+def percentile(times, q):
+    ordered = sorted(times)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def timed(fn, reps):
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - t) * 1e-9)
+    return times
+
+
+# ---- per-op time of small ops: each op timed alone (no synchronize: what a user's
+# Python loop pays per op), then the queue drained ----
+
+def per_op(make, op, device, reps=3000):
+    args = make(device)
+    for _ in range(200):
+        op(*args)
+    sync(device)
+    times = timed(lambda: op(*args), reps)
+    sync(device)
+    return times
+
+
+SMALL = [
+    ("x + y", lambda d: (torch.ones(1, device=d), torch.ones(1, device=d)), torch.add),
+    ("x + 1 (a Python scalar)", lambda d: (torch.ones(1, device=d),), lambda x: x + 1),
+    ("x * y", lambda d: (torch.ones(1, device=d), torch.ones(1, device=d)), torch.mul),
+    ("torch.add(x, y, out=o)", lambda d: (torch.ones(1, device=d), torch.ones(1, device=d), torch.empty(1, device=d)),
+     lambda x, y, o: torch.add(x, y, out=o)),
+    ("x.exp()", lambda d: (torch.ones(1, device=d),), torch.exp),
+    ("x.sin() (CPU fallback)", lambda d: (torch.ones(1, device=d),), torch.sin),
+]
+
+# ---- blocking round trips: each one waits for the device ----
+
+ROUND_TRIPS = [
+    ("x.item()", lambda d: (torch.ones(1, device=d),), lambda x: x.item()),
+    ("x.cpu()", lambda d: (torch.ones(1, device=d),), lambda x: x.to("cpu", copy=True)),
+    ("h.to(device)", lambda d: (torch.ones(1), d), lambda h, d: h.to(d, copy=True)),
+    ("x + y, then synchronize", lambda d: (torch.ones(1, device=d), torch.ones(1, device=d), d),
+     lambda x, y, d: (torch.add(x, y), sync(d))),
+]
+
+
+def round_trip(make, op, device, reps=3000):
+    args = make(device)
+    for _ in range(200):
+        op(*args)
+    return timed(lambda: op(*args), reps)
+
+
+# ---- large tensors: time to result (synchronized) ----
+
+N = 1 << 24
+
+
+def big(make, op, device, reps=9):
     args = make(device)
     op(*args)
     sync(device)
@@ -37,10 +91,34 @@ def op_time(make, op, device, inner):
         op(*args)
         sync(device)
 
-    return best(run, inner=inner)
+    return timed(run, reps)
 
 
-def mlp(device):
+def _copy_into(d):
+    src = torch.randn(N)  # pageable host memory
+    return src, torch.empty(N, device=d)
+
+
+LARGE = [
+    ("add, 16M float32, fresh output", lambda d: (torch.randn(N).to(d), torch.randn(N).to(d)), torch.add),
+    ("add, 16M float32, out=", lambda d: (torch.randn(N).to(d), torch.randn(N).to(d), torch.empty(N, device=d)),
+     lambda x, y, o: torch.add(x, y, out=o)),
+    ("mul, 16M float32", lambda d: (torch.randn(N).to(d), torch.randn(N).to(d)), torch.mul),
+    ("exp, 16M float32", lambda d: (torch.randn(N).to(d),), torch.exp),
+    ("tanh, 16M float32", lambda d: (torch.randn(N).to(d),), torch.tanh),
+    ("where, 16M float32", lambda d: (torch.randn(N).to(d) > 0, torch.randn(N).to(d), torch.randn(N).to(d)),
+     torch.where),
+    ("x + 1, 16M int64", lambda d: (torch.arange(N).to(d),), lambda x: x + 1),
+    ("sum, 16M float32 (CPU fallback)", lambda d: (torch.randn(N).to(d),), torch.sum),
+    ("transposed .contiguous(), 4096x4096 float32", lambda d: (torch.randn(4096, 4096).to(d).t(),),
+     lambda x: x.contiguous()),
+    (".to(float16), 16M float32", lambda d: (torch.randn(N).to(d),), lambda x: x.to(torch.float16)),
+    ("cat of 8 x 2M float32 (CPU fallback)", lambda d: ([torch.randn(N // 8).to(d) for _ in range(8)],), torch.cat),
+    ("copy_ of 64 MiB from pageable CPU memory into a device tensor", _copy_into, lambda s, t: t.copy_(s)),
+]
+
+
+def mlp(device, reps=15):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
                                 torch.nn.Linear(512, 10)).to(device)
@@ -53,42 +131,51 @@ def mlp(device):
         sync(device)
 
     step()
-    return best(step, reps=5, inner=3)
+    return timed(step, reps)
 
 
-CASES = [
-    ("x + y, 1 element (time per op)", lambda d: (torch.ones(1, device=d), torch.ones(1, device=d)), torch.add, 200),
-    ("x + y, 16M float32 elements", lambda d: (torch.ones(1 << 24, device=d), torch.ones(1 << 24, device=d)), torch.add, 3),
-    ("x.sin(), 1M float32 elements (CPU fallback)", lambda d: (torch.ones(1 << 20, device=d),), torch.sin, 5),
-    ("mm 512x512 float32 (CPU fallback)", lambda d: (torch.randn(512, 512).to(d), torch.randn(512, 512).to(d)), torch.mm, 5),
-]
+def fmt(t):
+    if t < 1e-3:
+        return f"{t * 1e6:.1f} us"
+    return f"{t * 1e3:.2f} ms"
+
+
+def row(name, t_or, t_cpu, tail_q):
+    m_or, m_cpu = statistics.median(t_or), statistics.median(t_cpu)
+    tail = (lambda ts: percentile(ts, tail_q)) if tail_q else max
+    return (f"| {name} | {fmt(m_or)} / {fmt(tail(t_or))} | {fmt(m_cpu)} / {fmt(tail(t_cpu))} | "
+            f"{m_cpu / m_or:.2f}x |\n")
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--markdown")
     args = parser.parse_args()
-    rows = []
-    for name, make, op, inner in CASES:
-        t_cpu = op_time(make, op, "cpu", inner)
-        t_or = op_time(make, op, "openreg", inner)
-        rows.append((name, t_or, t_cpu))
-    rows.append(("MLP 256-512-512-10, batch 128, forward + backward", mlp("openreg"), mlp("cpu")))
+    header = "| measurement | openreg: median / {tail} | torch CPU: median / {tail} | speed ratio (CPU / openreg) |\n" \
+             "|---|---|---|---|\n"
 
-    def fmt(t):
-        return f"{t * 1e6:.1f} us" if t < 1e-3 else f"{t * 1e3:.2f} ms"
+    small = header.format(tail="p99")
+    for name, make, op in SMALL:
+        small += row(name, per_op(make, op, "openreg"), per_op(make, op, "cpu"), 0.99)
+    trips = header.format(tail="p99")
+    for name, make, op in ROUND_TRIPS:
+        trips += row(name, round_trip(make, op, "openreg"), round_trip(make, op, "cpu"), 0.99)
+    large = header.format(tail="slowest")
+    for name, make, op in LARGE:
+        large += row(name, big(make, op, "openreg"), big(make, op, "cpu"), None)
+    large += row("MLP 256-512-512-10, batch 128, forward + backward", mlp("openreg"), mlp("cpu"), None)
 
-    table = "| measurement | openreg | torch CPU, same run | openreg speed / CPU speed |\n|---|---|---|---|\n"
-    for name, t_or, t_cpu in rows:
-        table += f"| {name} | {fmt(t_or)} | {fmt(t_cpu)} | {t_cpu / t_or:.2f}x |\n"
-    print(table)
+    text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
+            f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"
+            f"{trips}\nLarge tensors, time to the result (synchronized):\n\n{large}")
+    print(text)
     if args.markdown:
         begin, end = "<!-- torch-bench:begin -->", "<!-- torch-bench:end -->"
         old = open(args.markdown).read() if os.path.exists(args.markdown) else ""
-        section = (f"{begin}\nMeasured by `make bench` (`benchmarks/torch_bench.py`) with torch {torch.__version__} on "
-                   f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch CPU threads: "
-                   f"{torch.get_num_threads()}. Best of several runs; ratios above 1 mean openreg is faster.\n\n"
-                   f"{table}{end}")
+        section = (f"{begin}\nMeasured by `make bench` (`benchmarks/torch_bench.py`, the release build `make demo` "
+                   f"installs) with torch {torch.__version__} on {platform.processor() or platform.machine()}, "
+                   f"{os.cpu_count()} cores; torch CPU threads: {torch.get_num_threads()}, openreg: one executor thread "
+                   f"per device.\n\n{text}{end}")
         if begin in old and end in old:
             new = old[:old.index(begin)] + section + old[old.index(end) + len(end):]
         else:

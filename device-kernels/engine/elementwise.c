@@ -331,15 +331,68 @@ OR_DEFINE_STORE(store_F32, float, float_to_i32, float_to_i64)
 OR_DEFINE_STORE(store_F64, double, float_to_i32, float_to_i64)
 OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
 
+/* Elements converted per step by the dtype-converting loops: the dtype
+ * switch runs once per chunk, and the op's loop over the chunk is the same
+ * typed loop as the fast paths'. */
+#define OR_CHUNK 256
+
+/* A chunk of `m` elements of any dtype, `stride` bytes apart, to and from
+ * the compute type: one loop per dtype. */
+#define OR_DEFINE_ROWS(C, T)                                                                         \
+  static void load_row_##C(T *dst, const char *p, int64_t stride, uint32_t dtype, int64_t m) {       \
+    switch (dtype) {                                                                                 \
+    case NATIVE_##C:                                                                                 \
+      for (int64_t j = 0; j < m; j++) dst[j] = *(const T *)(p + j * stride);                         \
+      return;                                                                                        \
+    case OR_U8:                                                                                      \
+      for (int64_t j = 0; j < m; j++) dst[j] = (T) * (const uint8_t *)(p + j * stride);              \
+      return;                                                                                        \
+    case OR_BOOL:                                                                                    \
+      for (int64_t j = 0; j < m; j++) dst[j] = (T)(*(const uint8_t *)(p + j * stride) != 0);         \
+      return;                                                                                        \
+    case OR_F16:                                                                                     \
+      for (int64_t j = 0; j < m; j++) dst[j] = (T)f16_to_f32(*(const uint16_t *)(p + j * stride));   \
+      return;                                                                                        \
+    case OR_BF16:                                                                                    \
+      for (int64_t j = 0; j < m; j++) dst[j] = (T)bf16_to_f32(*(const uint16_t *)(p + j * stride));  \
+      return;                                                                                        \
+    default:                                                                                         \
+      for (int64_t j = 0; j < m; j++) dst[j] = load_##C(p + j * stride, dtype);                      \
+      return;                                                                                        \
+    }                                                                                                \
+  }                                                                                                  \
+  static void store_row_##C(char *p, int64_t stride, uint32_t dtype, const T *src, int64_t m) {      \
+    switch (dtype) {                                                                                 \
+    case NATIVE_##C:                                                                                 \
+      for (int64_t j = 0; j < m; j++) *(T *)(p + j * stride) = src[j];                               \
+      return;                                                                                        \
+    case OR_BOOL:                                                                                    \
+      for (int64_t j = 0; j < m; j++) *(uint8_t *)(p + j * stride) = src[j] != 0;                    \
+      return;                                                                                        \
+    case OR_F16:                                                                                     \
+      for (int64_t j = 0; j < m; j++) *(uint16_t *)(p + j * stride) = f32_to_f16((float)src[j]);     \
+      return;                                                                                        \
+    case OR_BF16:                                                                                    \
+      for (int64_t j = 0; j < m; j++) *(uint16_t *)(p + j * stride) = f32_to_bf16((float)src[j]);    \
+      return;                                                                                        \
+    default:                                                                                         \
+      for (int64_t j = 0; j < m; j++) store_##C(p + j * stride, dtype, src[j]);                      \
+      return;                                                                                        \
+    }                                                                                                \
+  }
+
 /* A scalar argument in each compute type. */
+#define NATIVE_F32 OR_F32
+#define NATIVE_F64 OR_F64
+#define NATIVE_I64 OR_I64
+OR_DEFINE_ROWS(F32, float)
+OR_DEFINE_ROWS(F64, double)
+OR_DEFINE_ROWS(I64, int64_t)
+
 #define ARG_F32(s) ((float)(s).f)
 #define ARG_F64(s) ((s).f)
 #define ARG_I64(s) ((s).i)
 
-/* The storage dtype whose values are the compute type's own. */
-#define NATIVE_F32 OR_F32
-#define NATIVE_F64 OR_F64
-#define NATIVE_I64 OR_I64
 
 /* ---- the ops, per compute type ---- */
 
@@ -640,14 +693,23 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
     (void)A0;                                                                                                         \
     (void)A1;                                                                                                         \
     (void)A2;                                                                                                         \
-    for (int64_t j = 0; j < n; j++) {                                                                                 \
-      const T a = ARITY >= 1 ? load_##C(ptr[1] + j * st[1], dt[1]) : (T)0;                                           \
-      const T b = ARITY >= 2 ? load_##C(ptr[2] + j * st[2], dt[2]) : (T)0;                                           \
-      const T c = ARITY >= 3 ? load_##C(ptr[3] + j * st[3], dt[3]) : (T)0;                                           \
-      (void)a;                                                                                                        \
-      (void)b;                                                                                                        \
-      (void)c;                                                                                                        \
-      store_##C(ptr[0] + j * st[0], dt[0], (T)(RT)(EXPR));                                                            \
+    T in[3][OR_CHUNK];                                                                                                \
+    T res[OR_CHUNK];                                                                                                  \
+    for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {                                                                    \
+      const int64_t m = n - j0 < OR_CHUNK ? n - j0 : OR_CHUNK;                                                        \
+      for (int k = 1; k <= ARITY; k++) {                                                                              \
+        load_row_##C(in[k - 1], ptr[k] + j0 * st[k], st[k], dt[k], m);                                               \
+      }                                                                                                               \
+      for (int64_t j = 0; j < m; j++) {                                                                               \
+        const T a = ARITY >= 1 ? in[0][j] : (T)0;                                                                     \
+        const T b = ARITY >= 2 ? in[1][j] : (T)0;                                                                     \
+        const T c = ARITY >= 3 ? in[2][j] : (T)0;                                                                     \
+        (void)a;                                                                                                      \
+        (void)b;                                                                                                      \
+        (void)c;                                                                                                      \
+        res[j] = (T)(RT)(EXPR);                                                                                       \
+      }                                                                                                               \
+      store_row_##C(ptr[0] + j0 * st[0], st[0], dt[0], res, m);                                                      \
     }                                                                                                                 \
   }
 
@@ -710,29 +772,70 @@ static uint32_t dtype_size(uint32_t dtype) {
   }
 }
 
+/* Rows are cut into tiles of this many elements when an operand steps
+ * through memory with a large stride along them (a transposed copy reads one
+ * cache line per element): a TILE x TILE block of two dimensions is done
+ * before the next, so the lines it touches are reused. */
+#define OR_TILE 32
+#define OR_TILE_STRIDE 256
+
+/* Dimensions 0 and 1 at the given bases: rows of dimension 0, one per index
+ * of dimension 1, tiled when `tiled`. */
+static void walk_plane(const or_elementwise *p, or_row row, char *const *base, int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS],
+                       const uint32_t *dt, int tiled) {
+  const uint32_t nt = p->ntensors;
+  const int64_t n0 = p->sizes[0];
+  const int64_t n1 = p->ndim > 1 ? p->sizes[1] : 1;
+  char *ptr[OR_MAX_OPERANDS] = {0};
+  int64_t row_stride[OR_MAX_OPERANDS] = {0};
+  for (uint32_t k = 0; k < nt; k++) {
+    row_stride[k] = st[k][0];
+  }
+  const int64_t step0 = tiled ? OR_TILE : n0;
+  const int64_t step1 = tiled ? OR_TILE : n1;
+  for (int64_t i1b = 0; i1b < n1; i1b += step1) {
+    const int64_t e1 = i1b + step1 < n1 ? i1b + step1 : n1;
+    for (int64_t i0b = 0; i0b < n0; i0b += step0) {
+      const int64_t len = i0b + step0 < n0 ? step0 : n0 - i0b;
+      for (int64_t i1 = i1b; i1 < e1; i1++) {
+        for (uint32_t k = 0; k < nt; k++) {
+          ptr[k] = base[k] + i1 * (p->ndim > 1 ? st[k][1] : 0) + i0b * st[k][0];
+        }
+        row(ptr, row_stride, len, p->args, dt);
+      }
+    }
+  }
+}
+
 /*
- * Runs `row` over every row of the iteration space: dimension 0 is the row,
- * the others are walked with a counter, last dimension outermost.
+ * Runs `row` over every element of the iteration space: dimensions 0 and 1
+ * by walk_plane, the others with a counter, last dimension outermost. The
+ * order is fixed, so results never depend on how the work is split.
  */
 static void walk(const or_elementwise *p, or_row row, char **base, int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS],
                  const uint32_t *dt) {
   const uint32_t nt = p->ntensors;
   const uint32_t ndim = p->ndim;
-  int64_t counter[OR_MAX_DIMS] = {0};
-  char *ptr[OR_MAX_OPERANDS];
-  int64_t row_stride[OR_MAX_OPERANDS];
-  for (uint32_t k = 0; k < OR_MAX_OPERANDS; k++) {
-    ptr[k] = base[k];
-    row_stride[k] = k < nt ? st[k][0] : 0;
-  }
   for (uint32_t d = 0; d < ndim; d++) {
     if (p->sizes[d] <= 0) {
       return; /* no elements */
     }
   }
+  int tiled = 0;
+  if (ndim > 1 && p->sizes[0] > OR_TILE && p->sizes[1] > 1) {
+    for (uint32_t k = 0; k < nt; k++) {
+      const int64_t s0 = st[k][0] < 0 ? -st[k][0] : st[k][0];
+      tiled |= s0 > OR_TILE_STRIDE;
+    }
+  }
+  int64_t counter[OR_MAX_DIMS] = {0};
+  char *ptr[OR_MAX_OPERANDS];
+  for (uint32_t k = 0; k < OR_MAX_OPERANDS; k++) {
+    ptr[k] = base[k];
+  }
   for (;;) {
-    row(ptr, row_stride, p->sizes[0], p->args, dt);
-    uint32_t d = 1;
+    walk_plane(p, row, ptr, st, dt, tiled);
+    uint32_t d = 2;
     for (; d < ndim; d++) {
       counter[d]++;
       for (uint32_t k = 0; k < nt; k++) {
