@@ -35,34 +35,22 @@ ALWAYS_INLINE char *device_ptr(uint64_t offset) {
 
 /* ---- float16 and bfloat16, round to nearest even ---- */
 
-ALWAYS_INLINE uint32_t f32_bits(float f) {
-  uint32_t u;
-  __builtin_memcpy(&u, &f, 4);
-  return u;
-}
-
-ALWAYS_INLINE float f32_from_bits(uint32_t u) {
-  float f;
-  __builtin_memcpy(&f, &u, 4);
-  return f;
-}
-
 static float f16_to_f32(uint16_t h) {
   const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
   const uint32_t e = (h >> 10) & 0x1f;
   const uint32_t m = h & 0x3ff;
   if (e == 0x1f) {
-    return f32_from_bits(sign | 0x7f800000 | (m << 13));
+    return m_f32_from_bits(sign | 0x7f800000 | (m << 13));
   }
   if (e != 0) {
-    return f32_from_bits(sign | ((e + 112) << 23) | (m << 13));
+    return m_f32_from_bits(sign | ((e + 112) << 23) | (m << 13));
   }
   const float v = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */
   return sign ? -v : v;
 }
 
 static uint16_t f32_to_f16(float f) {
-  const uint32_t x = f32_bits(f);
+  const uint32_t x = m_f32_bits(f);
   const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
   const uint32_t ax = x & 0x7fffffff;
   if (ax > 0x7f800000) {
@@ -93,11 +81,11 @@ static uint16_t f32_to_f16(float f) {
 }
 
 ALWAYS_INLINE float bf16_to_f32(uint16_t b) {
-  return f32_from_bits((uint32_t)b << 16);
+  return m_f32_from_bits((uint32_t)b << 16);
 }
 
 static uint16_t f32_to_bf16(float f) {
-  uint32_t u = f32_bits(f);
+  uint32_t u = m_f32_bits(f);
   if ((u & 0x7fffffff) > 0x7f800000) {
     return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN (quiet) */
   }
@@ -106,18 +94,6 @@ static uint16_t f32_to_bf16(float f) {
 }
 
 /* ---- exact remainder (C's fmod) ---- */
-
-ALWAYS_INLINE double f64_from_bits(uint64_t u) {
-  double d;
-  __builtin_memcpy(&d, &u, 8);
-  return d;
-}
-
-ALWAYS_INLINE uint64_t f64_bits(double d) {
-  uint64_t u;
-  __builtin_memcpy(&u, &d, 8);
-  return u;
-}
 
 /*
  * x - trunc(x / y) * y, exactly: binary long division of the significands,
@@ -177,8 +153,8 @@ ALWAYS_INLINE uint64_t f64_bits(double d) {
     return FROM_BITS(r | sign);                                                          \
   }
 
-OR_DEFINE_FMOD(fmod_f32, float, uint32_t, 32, 23, f32_bits, f32_from_bits)
-OR_DEFINE_FMOD(fmod_f64, double, uint64_t, 64, 52, f64_bits, f64_from_bits)
+OR_DEFINE_FMOD(fmod_f32, float, uint32_t, 32, 23, m_f32_bits, m_f32_from_bits)
+OR_DEFINE_FMOD(fmod_f64, double, uint64_t, 64, 52, m_f64_bits, m_f64_from_bits)
 
 /* torch.div(rounding_mode='floor') on floats, as PyTorch's CPU kernel computes it. */
 #define OR_DEFINE_DIV_FLOOR(NAME, T, FMOD, FLOOR, COPYSIGN)           \
