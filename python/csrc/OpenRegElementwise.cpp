@@ -25,6 +25,7 @@
 #include <ATen/ops/abs_native.h>
 #include <ATen/ops/fill_native.h>
 #include <ATen/ops/floor_divide_native.h>
+#include <ATen/ops/isnan_native.h>
 #include <ATen/ops/logical_and_native.h>
 #include <ATen/ops/logical_not_native.h>
 #include <ATen/ops/logical_or_native.h>
@@ -319,6 +320,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // unary
   OPENREG_STRUCTURED(m, neg, unary_impl<OR_OP_NEG>, neg, neg_, neg_out);
   OPENREG_STRUCTURED(m, sign, unary_impl<OR_OP_SIGN>, sign, sign_, sign_out);
+  OPENREG_STRUCTURED(m, sgn, unary_impl<OR_OP_SIGN>, sgn, sgn_, sgn_out);
   OPENREG_STRUCTURED(m, sqrt, unary_impl<OR_OP_SQRT>, sqrt, sqrt_, sqrt_out);
   OPENREG_STRUCTURED(m, rsqrt, unary_impl<OR_OP_RSQRT>, rsqrt, rsqrt_, rsqrt_out);
   OPENREG_STRUCTURED(m, reciprocal, unary_impl<OR_OP_RECIPROCAL>, reciprocal, reciprocal_, reciprocal_out);
@@ -328,6 +330,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, round, unary_impl<OR_OP_ROUND>, round, round_, round_out);
   // clamps and activations' building blocks
   OPENREG_STRUCTURED(m, clamp_min, clamp_bound_impl<true>, clamp_min, clamp_min_, clamp_min_out);
+  // (a tensor bound is maximum/minimum, as CPU computes it)
+  OPENREG_STRUCTURED(m, clamp_min_Tensor, binary_impl<OR_OP_MAXIMUM>, clamp_min_Tensor, clamp_min__Tensor,
+                     clamp_min_Tensor_out);
+  OPENREG_STRUCTURED(m, clamp_max_Tensor, binary_impl<OR_OP_MINIMUM>, clamp_max_Tensor, clamp_max__Tensor,
+                     clamp_max_Tensor_out);
   OPENREG_STRUCTURED(m, clamp_max, clamp_bound_impl<false>, clamp_max, clamp_max_, clamp_max_out);
   OPENREG_STRUCTURED(m, threshold, threshold_impl, threshold, threshold_, threshold_out);
   OPENREG_STRUCTURED(m, threshold_backward, threshold_backward_impl, threshold_backward, none,
@@ -363,6 +370,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, leaky_relu_backward, leaky_relu_backward_impl, leaky_relu_backward, none,
                      leaky_relu_backward_grad_input);
   // over ATen's native functions and DispatchStubs
+  OPENREG_NATIVE(m, isnan, at::native::isnan);
   OPENREG_NATIVE(m, relu, at::native::relu);
   OPENREG_NATIVE(m, relu_, at::native::relu_);
   OPENREG_NATIVE(m, abs, at::native::abs);

@@ -33,6 +33,22 @@ ALLOWED = {
 
 OPS = [op for op in op_db if op.full_name in ALLOWED]
 
+# Ops the backend claims as device kernels: each runs its OpInfo samples under the "error"
+# fallback policy (so a claimed op that falls back fails) and must agree with CPU, forward and,
+# where the op is differentiable, in its gradients (also computed on the device).
+DEVICE = {
+    "abs", "add", "sub", "mul", "div.no_rounding_mode", "div.trunc_rounding", "div.floor_rounding", "true_divide",
+    "floor_divide", "remainder", "fmod", "maximum", "minimum", "neg", "positive", "sign", "sqrt", "rsqrt",
+    "reciprocal", "floor", "ceil", "trunc", "round", "exp", "exp2", "expm1", "log", "log2", "log10",
+    "log1p", "erf", "tanh", "sigmoid", "lerp", "addcmul", "addcdiv", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_not", "isnan", "where", "clamp_min",
+    "clamp_max", "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "nn.functional.mish",
+    "nn.functional.softplus", "nn.functional.elu", "nn.functional.selu", "nn.functional.leaky_relu",
+    "nn.functional.threshold", "zero_", "fill", "full_like", "zeros_like", "ones_like", "contiguous", "clone",
+    "float", "double", "half", "to",
+}
+DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
+
 # Composite ops may decompose differently on a PrivateUse1 device than on CPU (layer_norm
 # does), so float32 results can differ in the last bits.
 RTOL, ATOL = 1e-5, 1e-4
@@ -80,4 +96,62 @@ class TestOpenRegOpInfo(TestCase):
                 torch.testing.assert_close(_cpu(results[0]), results[1], rtol=RTOL, atol=ATOL, equal_nan=True)
 
 
+def _on_cpu(sample):
+    """The sample with its tensors, and any device argument, on the CPU."""
+
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            return x.detach().cpu().requires_grad_(x.requires_grad)
+        if isinstance(x, torch.device) or (isinstance(x, str) and x.startswith("openreg")):
+            return torch.device("cpu")
+        return x
+
+    cpu = sample.transform(move)  # tensors only
+    cpu.args = tuple(move(a) for a in cpu.args)
+    cpu.kwargs = {k: move(v) for k, v in cpu.kwargs.items()}
+    return cpu
+
+
+class TestOpenRegDeviceKernels(TestCase):
+    def test_claims_name_real_ops(self, device):
+        self.assertEqual(DEVICE - {op.full_name for op in DEVICE_OPS}, set())
+
+    @ops(DEVICE_OPS, allowed_dtypes=(torch.float32, torch.float64, torch.int64, torch.bool))
+    def test_claimed_op_runs_on_the_device_and_matches_cpu(self, device, dtype, op):
+        # Samples are made first (random numbers are not device kernels yet), then the op runs
+        # with the fallback refused.
+        for sample in list(op.sample_inputs(device, dtype)):
+            cpu = _on_cpu(sample)
+            try:
+                expected = op(cpu.input, *cpu.args, **cpu.kwargs)
+            except Exception as error:  # noqa: BLE001 - CPU's refusal must be the device's too
+                with self.assertRaises(type(error)), torch.openreg.fallback_policy("error"):
+                    op(sample.input, *sample.args, **sample.kwargs)
+                continue
+            with torch.openreg.fallback_policy("error"):
+                actual = op(sample.input, *sample.args, **sample.kwargs)
+            torch.testing.assert_close(
+                _cpu(actual), expected, rtol=RTOL, atol=ATOL, equal_nan=True, msg=lambda m: f"{sample}: {m}"
+            )
+
+    @ops([op for op in DEVICE_OPS if op.supports_autograd], allowed_dtypes=(torch.float32,))
+    def test_claimed_op_gradients_match_cpu(self, device, dtype, op):
+        # The forward op runs with the fallback refused; its backward graph may use ops that
+        # are not device kernels yet (sum for broadcast inputs, pow), so it runs as users run it.
+        for sample in list(op.sample_inputs(device, dtype, requires_grad=True)):
+            cpu = _on_cpu(sample)
+            results = []
+            for s, policy in ((sample, "error"), (cpu, "allow")):
+                with torch.openreg.fallback_policy(policy):
+                    out = [t for t in _tensors(op(s.input, *s.args, **s.kwargs)) if t.requires_grad]
+                inputs = [t for t in _tensors((s.input, s.args, s.kwargs)) if t.requires_grad]
+                if not out or not inputs:
+                    break
+                seeds = [torch.full_like(t, float(i + 1)) for i, t in enumerate(out)]
+                results.append(torch.autograd.grad(out, inputs, seeds, allow_unused=True))
+            if len(results) == 2:
+                torch.testing.assert_close(_cpu(results[0]), results[1], rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+instantiate_device_type_tests(TestOpenRegDeviceKernels, globals(), only_for="openreg")
 instantiate_device_type_tests(TestOpenRegOpInfo, globals(), only_for="openreg")
