@@ -81,6 +81,36 @@ fn main() -> Result<(), openreg_host::Error> {
         native: "-".into(),
         ratio: "-".into(),
     });
+    // The same with a parameter block: the engine's elementwise kernel copying one
+    // float32 (a 776-byte block, two relocated device addresses), as every torch op
+    // on the device launches it.
+    let one = rt.allocate(0, 8, s)?;
+    let mut bytes = vec![0u8; 776];
+    let mut put = |at: usize, v: &[u8]| bytes[at..at + v.len()].copy_from_slice(v);
+    put(0, &1u32.to_le_bytes()); // op: COPY
+    put(8, &2u32.to_le_bytes()); // two operands
+    put(12, &1u32.to_le_bytes()); // one dimension
+    put(16, &6u32.to_le_bytes()); // float32 out
+    put(20, &6u32.to_le_bytes()); // float32 in
+    put(40, &1i64.to_le_bytes()); // one element
+    put(168, &(one + 4).to_le_bytes());
+    put(176, &one.to_le_bytes());
+    put(200, &4i64.to_le_bytes());
+    put(328, &4i64.to_le_bytes());
+    let block = ParamBlock { bytes, pointers: vec![168, 176] };
+    let elementwise = rt.module_kernel(0, openreg_host::ENGINE_MODULE, "elementwise")?;
+    let with_params = best(5, || {
+        for _ in 0..n {
+            rt.launch(s, elementwise, &[KernelArg::Params(block.clone())]).unwrap();
+        }
+        rt.synchronize_stream(s).unwrap();
+    });
+    rows.push(Row {
+        what: "engine launch with a 776-byte parameter block, 1-element op, queued (per launch)".into(),
+        openreg: format!("{:.0} ns", with_params.as_nanos() as f64 / n as f64),
+        native: "-".into(),
+        ratio: "-".into(),
+    });
     rows.push(Row {
         what: "empty kernel launch + stream synchronize (round trip)".into(),
         openreg: format!("{:.1} us", round_trip.as_secs_f64() * 1e6 / 2000.0),
