@@ -163,7 +163,7 @@ def main():
     large = header.format(tail="slowest")
     for name, make, op in LARGE:
         large += row(name, big(make, op, "openreg"), big(make, op, "cpu"), None)
-    large += row("MLP 256-512-512-10, batch 128, forward + backward", mlp("openreg"), mlp("cpu"), None)
+    large += row("MLP 256-512-512-10, batch 128, forward + backward (mm, addmm, sum through the CPU fallback)", mlp("openreg"), mlp("cpu"), None)
 
     text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
             f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"

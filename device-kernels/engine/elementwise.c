@@ -429,9 +429,25 @@ ALWAYS_INLINE double fma_f64(double a, double b, double c) {
 OR_DEFINE_ACTIVATIONS(float, f32)
 OR_DEFINE_ACTIVATIONS(double, f64)
 
-#define OR_FLOAT_OPS(X, T, FSQRT, FFLOOR, FCEIL, FTRUNC, FRINT, FFABS, SUFFIX)                                     \
+/* Ops written the same way in every compute type T. */
+#define OR_COMMON_OPS(X, T)                                                                           \
   X(FILL, 0, T, A0)                                                                                   \
   X(COPY, 1, T, a)                                                                                    \
+  X(LOGICAL_NOT, 1, uint8_t, a == 0)                                                                  \
+  X(THRESHOLD, 2, T, a <= A0 ? A1 : b)                                                                \
+  X(EQ, 2, uint8_t, a == b)                                                                           \
+  X(NE, 2, uint8_t, a != b)                                                                           \
+  X(LT, 2, uint8_t, a < b)                                                                            \
+  X(LE, 2, uint8_t, a <= b)                                                                           \
+  X(GT, 2, uint8_t, a > b)                                                                            \
+  X(GE, 2, uint8_t, a >= b)                                                                           \
+  X(LOGICAL_AND, 2, uint8_t, (a != 0) & (b != 0))                                                     \
+  X(LOGICAL_OR, 2, uint8_t, (a != 0) | (b != 0))                                                      \
+  X(LOGICAL_XOR, 2, uint8_t, (a != 0) ^ (b != 0))                                                     \
+  X(WHERE, 3, T, a != 0 ? b : c)
+
+#define OR_FLOAT_OPS(X, T, FSQRT, FFLOOR, FCEIL, FTRUNC, FRINT, FFABS, SUFFIX)                                     \
+  OR_COMMON_OPS(X, T)                                                                                 \
   X(NEG, 1, T, -a)                                                                                    \
   X(ABS, 1, T, FFABS(a))                                                                               \
   X(SIGN, 1, T, (T)((0 < a) - (a < 0)))                                                               \
@@ -443,31 +459,19 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(TRUNC, 1, T, FTRUNC(a))                                                                            \
   X(ROUND, 1, T, FRINT(a))                                                                             \
   X(BITWISE_NOT, 1, T, (TRAP(), a))                                                                   \
-  X(LOGICAL_NOT, 1, uint8_t, a == 0)                                                                  \
   X(ISNAN, 1, uint8_t, F_ISNAN(a))                                                                    \
   X(CLAMP, 1, T, F_ISNAN(a) ? a : F_MIN(F_MAX(a, A0), A1))                                            \
   X(CLAMP_MIN, 1, T, F_ISNAN(a) ? a : F_MAX(a, A0))                                                   \
   X(CLAMP_MAX, 1, T, F_ISNAN(a) ? a : F_MIN(a, A0))                                                   \
-  X(THRESHOLD, 2, T, a <= A0 ? A1 : b)                                                                \
   X(ADD, 2, T, A0 == (T)1 ? a + b : fma_##SUFFIX(b, A0, a))                                          \
   X(MUL, 2, T, a * b)                                                                                 \
   X(DIV, 2, T, a / b)                                                                                 \
   X(DIV_TRUNC, 2, T, FTRUNC(a / b))                                                                    \
   X(MAXIMUM, 2, T, F_ISNAN(a) ? a : F_ISNAN(b) ? b : F_MAX(a, b))                                     \
   X(MINIMUM, 2, T, F_ISNAN(a) ? a : F_ISNAN(b) ? b : F_MIN(a, b))                                     \
-  X(EQ, 2, uint8_t, a == b)                                                                           \
-  X(NE, 2, uint8_t, a != b)                                                                           \
-  X(LT, 2, uint8_t, a < b)                                                                            \
-  X(LE, 2, uint8_t, a <= b)                                                                           \
-  X(GT, 2, uint8_t, a > b)                                                                            \
-  X(GE, 2, uint8_t, a >= b)                                                                           \
-  X(LOGICAL_AND, 2, uint8_t, (a != 0) & (b != 0))                                                     \
-  X(LOGICAL_OR, 2, uint8_t, (a != 0) | (b != 0))                                                      \
-  X(LOGICAL_XOR, 2, uint8_t, (a != 0) ^ (b != 0))                                                     \
   X(BITWISE_AND, 2, T, (TRAP(), a))                                                                   \
   X(BITWISE_OR, 2, T, (TRAP(), a))                                                                    \
   X(BITWISE_XOR, 2, T, (TRAP(), a))                                                                   \
-  X(WHERE, 3, T, a != 0 ? b : c)                                                                      \
   X(LERP, 3, T, FFABS(c) < (T)0.5 ? fma_##SUFFIX(c, b - a, a) : fma_##SUFFIX(c - (T)1, b - a, b))      \
   X(ADDCMUL, 3, T, fma_##SUFFIX(A0 * b, c, a))                                                        \
   X(ADDCDIV, 3, T, a + A0 * b / c)                                                                    \
@@ -527,8 +531,7 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
 }
 
 #define OR_INT_OPS(X)                                                                                 \
-  X(FILL, 0, int64_t, A0)                                                                             \
-  X(COPY, 1, int64_t, a)                                                                              \
+  OR_COMMON_OPS(X, int64_t)                                                                           \
   X(NEG, 1, int64_t, I_WRAP(0 - I_U(a)))                                                              \
   X(ABS, 1, int64_t, a < 0 ? I_WRAP(0 - I_U(a)) : a)                                                  \
   X(SIGN, 1, int64_t, (int64_t)((0 < a) - (a < 0)))                                                   \
@@ -540,31 +543,19 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
   X(TRUNC, 1, int64_t, a)                                                                             \
   X(ROUND, 1, int64_t, a)                                                                             \
   X(BITWISE_NOT, 1, int64_t, ~a)                                                                      \
-  X(LOGICAL_NOT, 1, uint8_t, a == 0)                                                                  \
   X(ISNAN, 1, uint8_t, 0 * a)                                                                         \
   X(CLAMP, 1, int64_t, I_MIN(I_MAX(a, A0), A1))                                                       \
   X(CLAMP_MIN, 1, int64_t, I_MAX(a, A0))                                                              \
   X(CLAMP_MAX, 1, int64_t, I_MIN(a, A0))                                                              \
-  X(THRESHOLD, 2, int64_t, a <= A0 ? A1 : b)                                                          \
   X(ADD, 2, int64_t, I_WRAP(I_U(a) + I_U(A0) * I_U(b)))                                               \
   X(MUL, 2, int64_t, I_WRAP(I_U(a) * I_U(b)))                                                         \
   X(DIV, 2, int64_t, (TRAP(), a))                                                                     \
   X(DIV_TRUNC, 2, int64_t, I_DIV_TRUNC(a, b))                                                         \
   X(MAXIMUM, 2, int64_t, I_MAX(a, b))                                                                 \
   X(MINIMUM, 2, int64_t, I_MIN(a, b))                                                                 \
-  X(EQ, 2, uint8_t, a == b)                                                                           \
-  X(NE, 2, uint8_t, a != b)                                                                           \
-  X(LT, 2, uint8_t, a < b)                                                                            \
-  X(LE, 2, uint8_t, a <= b)                                                                           \
-  X(GT, 2, uint8_t, a > b)                                                                            \
-  X(GE, 2, uint8_t, a >= b)                                                                           \
-  X(LOGICAL_AND, 2, uint8_t, (a != 0) & (b != 0))                                                     \
-  X(LOGICAL_OR, 2, uint8_t, (a != 0) | (b != 0))                                                      \
-  X(LOGICAL_XOR, 2, uint8_t, (a != 0) ^ (b != 0))                                                     \
   X(BITWISE_AND, 2, int64_t, a & b)                                                                   \
   X(BITWISE_OR, 2, int64_t, a | b)                                                                    \
   X(BITWISE_XOR, 2, int64_t, a ^ b)                                                                   \
-  X(WHERE, 3, int64_t, a != 0 ? b : c)                                                                \
   X(LERP, 3, int64_t, (TRAP(), a))                                                                    \
   X(ADDCMUL, 3, int64_t, I_WRAP(I_U(a) + I_U(A0) * I_U(b) * I_U(c)))                                  \
   X(ADDCDIV, 3, int64_t, (TRAP(), a))                                                                \

@@ -45,7 +45,6 @@ namespace {
 using at::Tensor;
 using at::TensorIteratorBase;
 using c10::Scalar;
-using engine::check_dtype;
 using engine::launch_elementwise;
 
 bool is_integral(at::ScalarType t) {
@@ -83,11 +82,6 @@ void div_mode_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, std::
 }
 
 template <or_op Op>
-void compare_tensor_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
-  launch_elementwise(iter, Op);
-}
-
-template <or_op Op>
 void compare_scalar_impl(TensorIteratorBase& iter, const Tensor&, const Scalar&) {
   launch_elementwise(iter, Op);
 }
@@ -98,20 +92,13 @@ void binary_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
 }
 
 template <or_op Op>
-void bitwise_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
-  check_dtype(is_integral(iter.common_dtype()), "bitwise op", iter.common_dtype());
-  launch_elementwise(iter, Op);
-}
-
-template <or_op Op>
 void unary_impl(TensorIteratorBase& iter, const Tensor&) {
   launch_elementwise(iter, Op);
 }
 
 void bitwise_not_impl(TensorIteratorBase& iter, const Tensor&) {
-  const auto dtype = iter.common_dtype();
-  check_dtype(is_integral(dtype), "bitwise_not", dtype);
-  launch_elementwise(iter, dtype == at::kBool ? OR_OP_LOGICAL_NOT : OR_OP_BITWISE_NOT);
+  // On bool, bitwise not is logical not; floats are refused by the op table.
+  launch_elementwise(iter, iter.common_dtype() == at::kBool ? OR_OP_LOGICAL_NOT : OR_OP_BITWISE_NOT);
 }
 
 // A clamp bound as CPU applies it: NaN makes every element NaN; on integer
@@ -149,12 +136,10 @@ void threshold_backward_impl(TensorIteratorBase& iter, const Tensor&, const Tens
 }
 
 void lerp_scalar_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Scalar& weight) {
-  check_dtype(at::isFloatingType(iter.common_dtype()), "lerp_kernel_scalar", iter.common_dtype());
   launch_elementwise(iter, OR_OP_LERP_SCALAR, {weight});
 }
 
 void lerp_tensor_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Tensor&) {
-  check_dtype(at::isFloatingType(iter.common_dtype()), "lerp_kernel_tensor", iter.common_dtype());
   launch_elementwise(iter, OR_OP_LERP);
 }
 
@@ -201,20 +186,6 @@ void elu_backward_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& al
                        const Scalar& input_scale, bool is_result, const Tensor&) {
   launch_elementwise(iter, is_result ? OR_OP_ELU_BACKWARD_RESULT : OR_OP_ELU_BACKWARD,
                      {alpha.toDouble() * scale.toDouble(), scale, input_scale});
-}
-
-// Transcendental ops compute in floating types only (their metas promote
-// integer inputs to float).
-template <or_op Op>
-void float_unary_impl(TensorIteratorBase& iter, const Tensor&) {
-  check_dtype(at::isFloatingType(iter.common_dtype()), "unary float op", iter.common_dtype());
-  launch_elementwise(iter, Op);
-}
-
-template <or_op Op>
-void float_binary_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
-  check_dtype(at::isFloatingType(iter.common_dtype()), "binary float op", iter.common_dtype());
-  launch_elementwise(iter, Op);
 }
 
 } // namespace
@@ -297,12 +268,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, lerp_Scalar, lerp_scalar_impl, lerp_Scalar, lerp__Scalar, lerp_Scalar_out);
   OPENREG_STRUCTURED(m, lerp_Tensor, lerp_tensor_impl, lerp_Tensor, lerp__Tensor, lerp_Tensor_out);
   // comparisons
-  OPENREG_STRUCTURED(m, eq_Tensor, compare_tensor_impl<OR_OP_EQ>, eq_Tensor, eq__Tensor, eq_Tensor_out);
-  OPENREG_STRUCTURED(m, ne_Tensor, compare_tensor_impl<OR_OP_NE>, ne_Tensor, ne__Tensor, ne_Tensor_out);
-  OPENREG_STRUCTURED(m, lt_Tensor, compare_tensor_impl<OR_OP_LT>, lt_Tensor, lt__Tensor, lt_Tensor_out);
-  OPENREG_STRUCTURED(m, le_Tensor, compare_tensor_impl<OR_OP_LE>, le_Tensor, le__Tensor, le_Tensor_out);
-  OPENREG_STRUCTURED(m, gt_Tensor, compare_tensor_impl<OR_OP_GT>, gt_Tensor, gt__Tensor, gt_Tensor_out);
-  OPENREG_STRUCTURED(m, ge_Tensor, compare_tensor_impl<OR_OP_GE>, ge_Tensor, ge__Tensor, ge_Tensor_out);
+  OPENREG_STRUCTURED(m, eq_Tensor, binary_impl<OR_OP_EQ>, eq_Tensor, eq__Tensor, eq_Tensor_out);
+  OPENREG_STRUCTURED(m, ne_Tensor, binary_impl<OR_OP_NE>, ne_Tensor, ne__Tensor, ne_Tensor_out);
+  OPENREG_STRUCTURED(m, lt_Tensor, binary_impl<OR_OP_LT>, lt_Tensor, lt__Tensor, lt_Tensor_out);
+  OPENREG_STRUCTURED(m, le_Tensor, binary_impl<OR_OP_LE>, le_Tensor, le__Tensor, le_Tensor_out);
+  OPENREG_STRUCTURED(m, gt_Tensor, binary_impl<OR_OP_GT>, gt_Tensor, gt__Tensor, gt_Tensor_out);
+  OPENREG_STRUCTURED(m, ge_Tensor, binary_impl<OR_OP_GE>, ge_Tensor, ge__Tensor, ge_Tensor_out);
   OPENREG_STRUCTURED(m, eq_Scalar, compare_scalar_impl<OR_OP_EQ>, eq_Scalar, eq__Scalar, eq_Scalar_out);
   OPENREG_STRUCTURED(m, ne_Scalar, compare_scalar_impl<OR_OP_NE>, ne_Scalar, ne__Scalar, ne_Scalar_out);
   OPENREG_STRUCTURED(m, lt_Scalar, compare_scalar_impl<OR_OP_LT>, lt_Scalar, lt__Scalar, lt_Scalar_out);
@@ -310,11 +281,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, gt_Scalar, compare_scalar_impl<OR_OP_GT>, gt_Scalar, gt__Scalar, gt_Scalar_out);
   OPENREG_STRUCTURED(m, ge_Scalar, compare_scalar_impl<OR_OP_GE>, ge_Scalar, ge__Scalar, ge_Scalar_out);
   // bitwise
-  OPENREG_STRUCTURED(m, bitwise_and_Tensor, bitwise_impl<OR_OP_BITWISE_AND>, bitwise_and_Tensor, bitwise_and__Tensor,
+  OPENREG_STRUCTURED(m, bitwise_and_Tensor, binary_impl<OR_OP_BITWISE_AND>, bitwise_and_Tensor, bitwise_and__Tensor,
                      bitwise_and_Tensor_out);
-  OPENREG_STRUCTURED(m, bitwise_or_Tensor, bitwise_impl<OR_OP_BITWISE_OR>, bitwise_or_Tensor, bitwise_or__Tensor,
+  OPENREG_STRUCTURED(m, bitwise_or_Tensor, binary_impl<OR_OP_BITWISE_OR>, bitwise_or_Tensor, bitwise_or__Tensor,
                      bitwise_or_Tensor_out);
-  OPENREG_STRUCTURED(m, bitwise_xor_Tensor, bitwise_impl<OR_OP_BITWISE_XOR>, bitwise_xor_Tensor, bitwise_xor__Tensor,
+  OPENREG_STRUCTURED(m, bitwise_xor_Tensor, binary_impl<OR_OP_BITWISE_XOR>, bitwise_xor_Tensor, bitwise_xor__Tensor,
                      bitwise_xor_Tensor_out);
   OPENREG_STRUCTURED(m, bitwise_not, bitwise_not_impl, bitwise_not, bitwise_not_, bitwise_not_out);
   // unary
@@ -340,28 +311,28 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, threshold_backward, threshold_backward_impl, threshold_backward, none,
                      threshold_backward_grad_input);
   // transcendental
-  OPENREG_STRUCTURED(m, exp, float_unary_impl<OR_OP_EXP>, exp, exp_, exp_out);
-  OPENREG_STRUCTURED(m, exp2, float_unary_impl<OR_OP_EXP2>, exp2, exp2_, exp2_out);
-  OPENREG_STRUCTURED(m, expm1, float_unary_impl<OR_OP_EXPM1>, expm1, expm1_, expm1_out);
-  OPENREG_STRUCTURED(m, log, float_unary_impl<OR_OP_LOG>, log, log_, log_out);
-  OPENREG_STRUCTURED(m, log2, float_unary_impl<OR_OP_LOG2>, log2, log2_, log2_out);
-  OPENREG_STRUCTURED(m, log10, float_unary_impl<OR_OP_LOG10>, log10, log10_, log10_out);
-  OPENREG_STRUCTURED(m, log1p, float_unary_impl<OR_OP_LOG1P>, log1p, log1p_, log1p_out);
-  OPENREG_STRUCTURED(m, tanh, float_unary_impl<OR_OP_TANH>, tanh, tanh_, tanh_out);
-  OPENREG_STRUCTURED(m, sigmoid, float_unary_impl<OR_OP_SIGMOID>, sigmoid, sigmoid_, sigmoid_out);
-  OPENREG_STRUCTURED(m, erf, float_unary_impl<OR_OP_ERF>, erf, erf_, erf_out);
+  OPENREG_STRUCTURED(m, exp, unary_impl<OR_OP_EXP>, exp, exp_, exp_out);
+  OPENREG_STRUCTURED(m, exp2, unary_impl<OR_OP_EXP2>, exp2, exp2_, exp2_out);
+  OPENREG_STRUCTURED(m, expm1, unary_impl<OR_OP_EXPM1>, expm1, expm1_, expm1_out);
+  OPENREG_STRUCTURED(m, log, unary_impl<OR_OP_LOG>, log, log_, log_out);
+  OPENREG_STRUCTURED(m, log2, unary_impl<OR_OP_LOG2>, log2, log2_, log2_out);
+  OPENREG_STRUCTURED(m, log10, unary_impl<OR_OP_LOG10>, log10, log10_, log10_out);
+  OPENREG_STRUCTURED(m, log1p, unary_impl<OR_OP_LOG1P>, log1p, log1p_, log1p_out);
+  OPENREG_STRUCTURED(m, tanh, unary_impl<OR_OP_TANH>, tanh, tanh_, tanh_out);
+  OPENREG_STRUCTURED(m, sigmoid, unary_impl<OR_OP_SIGMOID>, sigmoid, sigmoid_, sigmoid_out);
+  OPENREG_STRUCTURED(m, erf, unary_impl<OR_OP_ERF>, erf, erf_, erf_out);
   // activations and their backward ops
-  OPENREG_STRUCTURED(m, silu, float_unary_impl<OR_OP_SILU>, silu, silu_, silu_out);
-  OPENREG_STRUCTURED(m, mish, float_unary_impl<OR_OP_MISH>, mish, mish_, mish_out);
+  OPENREG_STRUCTURED(m, silu, unary_impl<OR_OP_SILU>, silu, silu_, silu_out);
+  OPENREG_STRUCTURED(m, mish, unary_impl<OR_OP_MISH>, mish, mish_, mish_out);
   OPENREG_STRUCTURED(m, gelu, gelu_impl, gelu, gelu_, gelu_out);
   OPENREG_STRUCTURED(m, softplus, softplus_impl, softplus, none, softplus_out);
   OPENREG_STRUCTURED(m, elu, elu_impl, elu, elu_, elu_out);
   OPENREG_STRUCTURED(m, leaky_relu, leaky_relu_impl, leaky_relu, leaky_relu_, leaky_relu_out);
-  OPENREG_STRUCTURED(m, tanh_backward, float_binary_impl<OR_OP_TANH_BACKWARD>, tanh_backward, none,
+  OPENREG_STRUCTURED(m, tanh_backward, binary_impl<OR_OP_TANH_BACKWARD>, tanh_backward, none,
                      tanh_backward_grad_input);
-  OPENREG_STRUCTURED(m, sigmoid_backward, float_binary_impl<OR_OP_SIGMOID_BACKWARD>, sigmoid_backward, none,
+  OPENREG_STRUCTURED(m, sigmoid_backward, binary_impl<OR_OP_SIGMOID_BACKWARD>, sigmoid_backward, none,
                      sigmoid_backward_grad_input);
-  OPENREG_STRUCTURED(m, silu_backward, float_binary_impl<OR_OP_SILU_BACKWARD>, silu_backward, none,
+  OPENREG_STRUCTURED(m, silu_backward, binary_impl<OR_OP_SILU_BACKWARD>, silu_backward, none,
                      silu_backward_grad_input);
   OPENREG_STRUCTURED(m, gelu_backward, gelu_backward_impl, gelu_backward, none, gelu_backward_grad_input);
   OPENREG_STRUCTURED(m, softplus_backward, softplus_backward_impl, softplus_backward, none,

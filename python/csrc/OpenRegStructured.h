@@ -63,7 +63,7 @@ bool engine_handles(const Args&... args) {
   const auto visit = [&](const auto& arg) {
     using A = std::decay_t<decltype(arg)>;
     if constexpr (std::is_same_v<A, Tensor>) {
-      ok = ok && (!arg.defined() || (engine::supports_dtype(arg.scalar_type()) && !arg.is_complex()));
+      ok = ok && (!arg.defined() || engine::supports_dtype(arg.scalar_type()));
     } else if constexpr (std::is_same_v<A, std::optional<Tensor>>) {
       ok = ok && (!arg.has_value() || !arg->defined() || engine::supports_dtype(arg->scalar_type()));
     } else if constexpr (std::is_same_v<A, c10::Scalar>) {
