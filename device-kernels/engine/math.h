@@ -297,4 +297,19 @@ MATH_INLINE float m_erf_f32(float x) {
   return (float)m_erf_f64((double)x);
 }
 
+/* x^y for x >= 0 (or NaN), as e^(y ln x): within a few ulp of the exact
+ * power while |y ln x| stays moderate (norms, pow's float32 path). */
+MATH_INLINE double m_pow_nonneg_f64(double x, double y) {
+  if (y == 0.0) {
+    return 1.0; /* also for a NaN x, as C's pow */
+  }
+  if (x == 0.0) {
+    return y > 0.0 ? 0.0 : __builtin_inf();
+  }
+  if (y == 1.0) {
+    return x;
+  }
+  return m_exp_f64(y * m_log_f64(x));
+}
+
 #endif /* OPENREG_ENGINE_MATH_H */

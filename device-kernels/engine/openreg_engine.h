@@ -204,6 +204,122 @@ OR_STATIC_ASSERT(sizeof(or_elementwise) == 40 + 8 * OR_MAX_DIMS + 8 * OR_MAX_OPE
                                                8 * OR_MAX_ARGS,
                  "or_elementwise size");
 
+/*
+ * The reductions and scans (`reduce` kernel): name and the compute types
+ * they exist for (ANY: float64 for every float dtype, int64 for integers and
+ * bool; FLOAT: floats only). Outputs: out0, and out1 where noted; indices
+ * are int64 positions along the reduced dimension (the block's dimension 0).
+ */
+#define OR_REDUCE_OPS(X)                                                                   \
+  X(SUM, ANY)                                                                               \
+  X(NANSUM, ANY)       /* NaN counts as zero */                                             \
+  X(PROD, ANY)                                                                              \
+  X(MEAN, FLOAT)                                                                            \
+  X(MAX, ANY)          /* NaN propagates (amax, max()) */                                   \
+  X(MIN, ANY)                                                                               \
+  X(ARGMAX, ANY)       /* out0: index of the first maximum; a NaN is the maximum */         \
+  X(ARGMIN, ANY)                                                                            \
+  X(MAX_INDEX, ANY)    /* out0: value, out1: index, as ARGMAX (max.dim) */                  \
+  X(MIN_INDEX, ANY)                                                                         \
+  X(MINMAX, ANY)       /* out0: min, out1: max (aminmax) */                                 \
+  X(ALL, ANY)          /* out0: bool (uint8 for uint8 inputs) */                            \
+  X(ANY, ANY)                                                                               \
+  X(NORM, FLOAT)       /* (sum |x|^p)^(1/p), p = args[0]; 0, 1, 2, +-inf as torch defines */ \
+  X(VAR, FLOAT)        /* correction args[0], sqrt if args[1] != 0; out1 (if any): the mean */ \
+  X(CUMSUM, ANY)       /* scans: out0 has a stride along dimension 0 (nreduce 1) */         \
+  X(CUMPROD, ANY)
+
+enum or_reduce_op {
+#define OR_REDUCE_ENUM(name, kinds) OR_REDUCE_##name,
+  OR_REDUCE_OPS(OR_REDUCE_ENUM)
+#undef OR_REDUCE_ENUM
+  OR_REDUCE_COUNT
+};
+
+/* The operands of a reduction: its outputs, then its input. */
+#define OR_REDUCE_OUT0 0
+#define OR_REDUCE_OUT1 1
+#define OR_REDUCE_IN 2
+#define OR_REDUCE_OPERANDS 3
+
+/*
+ * The parameter block of the `reduce` kernel. Dimensions [0, nreduce) are
+ * reduced (dimension 0 innermost), [nreduce, ndim) index the outputs; every
+ * output element reduces its slice of the input in one fixed order (the
+ * same whatever the sizes around it), so a run is bit-reproducible. The
+ * outputs' strides along reduced dimensions are 0, except for scans, whose
+ * out0 steps along dimension 0. `compute` is OR_COMPUTE_F64 (any float
+ * input) or OR_COMPUTE_I64.
+ */
+typedef struct or_reduce {
+  uint32_t op;       /* enum or_reduce_op */
+  uint32_t compute;  /* enum or_compute: F64 or I64 */
+  uint32_t ndim;     /* 0..OR_MAX_DIMS */
+  uint32_t nreduce;  /* 0..ndim */
+  uint32_t noutputs; /* 1 or 2 */
+  uint32_t dtypes[OR_REDUCE_OPERANDS];
+  int64_t sizes[OR_MAX_DIMS];
+  uint64_t data[OR_REDUCE_OPERANDS];
+  int64_t strides[OR_REDUCE_OPERANDS][OR_MAX_DIMS];
+  or_scalar args[OR_MAX_ARGS];
+} or_reduce;
+
+OR_STATIC_ASSERT(offsetof(or_reduce, sizes) == 32, "or_reduce.sizes");
+OR_STATIC_ASSERT(offsetof(or_reduce, data) == 32 + 8 * OR_MAX_DIMS, "or_reduce.data");
+OR_STATIC_ASSERT(offsetof(or_reduce, strides) == 32 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERANDS, "or_reduce.strides");
+OR_STATIC_ASSERT(sizeof(or_reduce) == 32 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERANDS * (1 + OR_MAX_DIMS) + 8 * OR_MAX_ARGS,
+                 "or_reduce size");
+
+/*
+ * The indexing kernel (`index`): moves elements between a "direct" operand,
+ * walked like any TensorIterator operand, and an "indexed" one, whose
+ * element for iteration index i lies at
+ *   indexed + i . strides[1] + sum_k idx_k(i) * indexed_strides[k]
+ * where idx_k(i) is index tensor k's element (int64 or int32) at i. An index
+ * outside [0, indexed_sizes[k]) (or [-size, size) when `wrap`, negative ones
+ * counting from the end) traps: a device-side index check, as CUDA's.
+ */
+#define OR_INDEX_OPS(X)                                                          \
+  X(GATHER)      /* direct = indexed[...] (index, gather, index_select) */       \
+  X(SCATTER)     /* indexed[...] = direct (index_put_, scatter) */               \
+  X(SCATTER_ADD) /* indexed[...] += args[0] * direct, in the compute type */
+
+enum or_index_op {
+#define OR_INDEX_ENUM(name) OR_INDEX_##name,
+  OR_INDEX_OPS(OR_INDEX_ENUM)
+#undef OR_INDEX_ENUM
+  OR_INDEX_COUNT
+};
+
+/* Index tensors of one indexing op (one per indexed dimension). */
+#define OR_MAX_INDICES 8
+/* Operands: direct, indexed, then the index tensors. */
+#define OR_INDEX_DIRECT 0
+#define OR_INDEX_INDEXED 1
+#define OR_INDEX_OPERANDS (2 + OR_MAX_INDICES)
+
+typedef struct or_index {
+  uint32_t op;       /* enum or_index_op */
+  uint32_t compute;  /* SCATTER_ADD: enum or_compute (F64 for floats, I64) */
+  uint32_t ndim;     /* 1..OR_MAX_DIMS */
+  uint32_t nindices; /* 1..OR_MAX_INDICES */
+  uint32_t wrap;     /* negative indices count from the end */
+  uint32_t reserved;
+  uint32_t dtypes[OR_INDEX_OPERANDS]; /* index tensors: OR_I64 or OR_I32 */
+  int64_t sizes[OR_MAX_DIMS];
+  uint64_t data[OR_INDEX_OPERANDS];
+  int64_t strides[OR_INDEX_OPERANDS][OR_MAX_DIMS];
+  int64_t indexed_sizes[OR_MAX_INDICES];
+  int64_t indexed_strides[OR_MAX_INDICES]; /* bytes */
+  or_scalar args[OR_MAX_ARGS];
+} or_index;
+
+OR_STATIC_ASSERT(offsetof(or_index, sizes) == 24 + 4 * OR_INDEX_OPERANDS, "or_index.sizes");
+OR_STATIC_ASSERT(offsetof(or_index, data) == 24 + 4 * OR_INDEX_OPERANDS + 8 * OR_MAX_DIMS, "or_index.data");
+OR_STATIC_ASSERT(sizeof(or_index) == 24 + 4 * OR_INDEX_OPERANDS + 8 * OR_MAX_DIMS + 8 * OR_INDEX_OPERANDS * (1 + OR_MAX_DIMS) +
+                                         16 * OR_MAX_INDICES + 8 * OR_MAX_ARGS,
+                 "or_index size");
+
 #ifdef __cplusplus
 } /* namespace openreg::engine */
 #endif

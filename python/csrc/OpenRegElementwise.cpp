@@ -368,5 +368,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_NATIVE(m, where_self, at::native::where);
   OPENREG_NATIVE(m, where_self_out, at::native::where_self_out);
   OPENREG_NATIVE(m, fill__Scalar, at::native::fill_);
+  OPENREG_NATIVE(m, fill__Tensor, at::native::fill_); // a CPU value is read, a device one copied
   OPENREG_NATIVE(m, zero_, at::native::zero_);
 }

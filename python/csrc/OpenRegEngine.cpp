@@ -20,13 +20,25 @@
 namespace openreg::engine {
 namespace {
 
-// The index of the `elementwise` kernel in the engine module: the same on
-// every device (the module is), so resolved once.
-uint32_t elementwise_kernel(c10::DeviceIndex device) {
+// The index of an engine kernel in the engine module: the same on every
+// device (the module is), so each is resolved once.
+template <const char* Name>
+uint32_t engine_kernel(c10::DeviceIndex device) {
   static std::once_flag once;
   static uint32_t index = 0;
-  std::call_once(once, [&] { index = OPENREG_CHECK(openreg::engine_kernel(device, "elementwise")); });
+  std::call_once(once, [&] { index = OPENREG_CHECK(openreg::engine_kernel(device, Name)); });
   return index;
+}
+constexpr char kElementwise[] = "elementwise";
+constexpr char kReduce[] = "reduce";
+
+// Launches one engine kernel with `block` as its parameter block, whose
+// device addresses lie at the byte offsets `pointers`.
+template <const char* Name, class Block>
+void launch(c10::DeviceIndex device, const Block& block, const uint32_t* pointers, size_t npointers) {
+  rust::Slice<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(&block), sizeof(block));
+  OPENREG_CHECK(openreg::launch_engine(device, current_stream(device).id(), engine_kernel<Name>(device), bytes,
+                                       rust::Slice<const uint32_t>(pointers, npointers)));
 }
 
 // The op table of openreg_engine.h, by op: its name and the compute types it has.
@@ -163,10 +175,134 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
   for (const c10::Scalar& arg : args) {
     block.args[a++] = scalar_in(arg, how);
   }
-  const auto index = device.index();
-  rust::Slice<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(&block), sizeof(block));
-  OPENREG_CHECK(openreg::launch_engine(index, current_stream(index).id(), elementwise_kernel(index), bytes,
-                                       rust::Slice<const uint32_t>(pointers.data(), npointers)));
+  launch<kElementwise>(device.index(), block, pointers.data(), npointers);
+}
+
+namespace {
+
+// The reduction table of openreg_engine.h, by op: its name and compute types.
+constexpr std::array<or_kinds, OR_REDUCE_COUNT> kReduceKinds = {
+#define OR_REDUCE_KINDS(name, kinds) OR_KINDS_##kinds,
+    OR_REDUCE_OPS(OR_REDUCE_KINDS)
+#undef OR_REDUCE_KINDS
+};
+constexpr std::array<const char*, OR_REDUCE_COUNT> kReduceNames = {
+#define OR_REDUCE_NAME(name, kinds) #name,
+    OR_REDUCE_OPS(OR_REDUCE_NAME)
+#undef OR_REDUCE_NAME
+};
+
+// A reduction's operand: its device address and element size.
+void set_operand(or_reduce& block, std::array<uint32_t, OR_REDUCE_OPERANDS>& pointers, size_t& npointers, int slot,
+                 const at::TensorBase& t, const void* data, c10::Device device) {
+  TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two devices, ",
+              device, " and ", t.device(), "!");
+  check_dtype(supports_dtype(t.scalar_type()), "openreg reduction", t.scalar_type());
+  block.dtypes[slot] = static_cast<uint32_t>(t.scalar_type());
+  block.data[slot] = reinterpret_cast<uint64_t>(data);
+  pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, data) + sizeof(uint64_t) * slot);
+}
+
+// The common part of a reduction's block: op, compute type (by the input's
+// dtype), arguments; refuses a float-only op on integers.
+or_reduce reduce_block(or_reduce_op op, at::ScalarType input, std::initializer_list<c10::Scalar> args) {
+  TORCH_CHECK(args.size() <= OR_MAX_ARGS, "openreg: a reduction with ", args.size(), " arguments");
+  const or_compute how = at::isFloatingType(input) ? OR_COMPUTE_F64 : OR_COMPUTE_I64;
+  if (kReduceKinds[op] == OR_KINDS_FLOAT && how == OR_COMPUTE_I64) {
+    check_dtype(false, std::string("openreg_") + kReduceNames[op], input);
+  }
+  or_reduce block{};
+  block.op = op;
+  block.compute = how;
+  size_t a = 0;
+  for (const c10::Scalar& arg : args) {
+    block.args[a++] = scalar_in(arg, how);
+  }
+  return block;
+}
+
+} // namespace
+
+void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializer_list<c10::Scalar> args) {
+  if (iter.numel() == 0) {
+    return; // ATen's callers fill empty reductions themselves
+  }
+  const int noutputs = iter.noutputs();
+  TORCH_INTERNAL_ASSERT(noutputs >= 1 && noutputs <= 2 && iter.ninputs() == 1, "openreg: a reduction with ",
+                        noutputs, " outputs and ", iter.ninputs(), " inputs");
+  const at::TensorBase& input = iter.tensor_base(noutputs);
+  or_reduce block = reduce_block(op, input.scalar_type(), args);
+  const c10::Device device = iter.device(0);
+  TORCH_INTERNAL_ASSERT(device.type() == c10::DeviceType::PrivateUse1, "openreg: launch_reduce on ", device);
+  std::array<uint32_t, OR_REDUCE_OPERANDS> pointers{};
+  size_t npointers = 0;
+  block.noutputs = static_cast<uint32_t>(noutputs);
+  for (int k = 0; k < noutputs; ++k) {
+    set_operand(block, pointers, npointers, k, iter.tensor_base(k), iter.data_ptr(k), device);
+  }
+  set_operand(block, pointers, npointers, OR_REDUCE_IN, input, iter.data_ptr(noutputs), device);
+  // The iterator's dimensions (coalesced, innermost first): the reduced ones
+  // (output stride 0) first, then the others, each group in its order.
+  const auto shape = iter.shape();
+  std::array<int, OR_MAX_DIMS> order{};
+  size_t ndim = 0;
+  for (const bool reduced : {true, false}) {
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1 || (iter.strides(0)[d] == 0) != reduced) {
+        continue;
+      }
+      TORCH_CHECK(ndim < OR_MAX_DIMS, "openreg: reductions over more than ", OR_MAX_DIMS,
+                  " non-coalescible dimensions are not supported (got ", shape.size(), ")");
+      order[ndim++] = static_cast<int>(d);
+      block.nreduce += reduced ? 1 : 0;
+    }
+  }
+  block.ndim = static_cast<uint32_t>(ndim);
+  for (size_t i = 0; i < ndim; ++i) {
+    block.sizes[i] = shape[order[i]];
+    for (int k = 0; k < noutputs; ++k) {
+      block.strides[k][i] = iter.strides(k)[order[i]];
+    }
+    block.strides[OR_REDUCE_IN][i] = iter.strides(noutputs)[order[i]];
+  }
+  launch<kReduce>(device.index(), block, pointers.data(), npointers);
+}
+
+void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op) {
+  TORCH_INTERNAL_ASSERT(op == OR_REDUCE_CUMSUM || op == OR_REDUCE_CUMPROD, "openreg: launch_scan with a reduction");
+  TORCH_INTERNAL_ASSERT(result.sizes() == self.sizes(), "openreg: a scan's result and input differ in shape");
+  if (self.numel() == 0) {
+    return;
+  }
+  const c10::Device device = result.device();
+  or_reduce block = reduce_block(op, self.scalar_type(), {});
+  std::array<uint32_t, OR_REDUCE_OPERANDS> pointers{};
+  size_t npointers = 0;
+  block.noutputs = 1;
+  set_operand(block, pointers, npointers, OR_REDUCE_OUT0, result, result.data_ptr(), device);
+  set_operand(block, pointers, npointers, OR_REDUCE_IN, self, self.data_ptr(), device);
+  const int64_t rank = self.dim();
+  TORCH_CHECK(rank <= OR_MAX_DIMS, "openreg: scans over tensors of more than ", OR_MAX_DIMS,
+              " dimensions are not supported (got ", rank, ")");
+  const int64_t out_size = static_cast<int64_t>(result.element_size());
+  const int64_t in_size = static_cast<int64_t>(self.element_size());
+  // Dimension 0 is the scanned one; the others follow, innermost first.
+  size_t ndim = 0;
+  const auto add = [&](int64_t d) {
+    block.sizes[ndim] = rank == 0 ? 1 : self.size(d);
+    block.strides[OR_REDUCE_OUT0][ndim] = rank == 0 ? 0 : result.stride(d) * out_size;
+    block.strides[OR_REDUCE_IN][ndim] = rank == 0 ? 0 : self.stride(d) * in_size;
+    ++ndim;
+  };
+  add(dim);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    if (d != dim && self.size(d) != 1) {
+      add(d);
+    }
+  }
+  block.ndim = static_cast<uint32_t>(ndim);
+  block.nreduce = 1;
+  launch<kReduce>(device.index(), block, pointers.data(), npointers);
 }
 
 } // namespace openreg::engine

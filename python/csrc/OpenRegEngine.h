@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include <ATen/TensorIterator.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
 
 #include "openreg_engine.h"
@@ -37,6 +38,17 @@ or_compute compute_of(at::ScalarType dtype);
 // dtype the engine does not handle.
 void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer_list<c10::Scalar> args = {},
                         std::optional<or_compute> compute = std::nullopt);
+
+// Launches reduction `op` over a reduction iterator (ATen's make_reduction:
+// its one or two outputs, then the input; reduced dimensions have output
+// stride 0). `args` as for launch_elementwise (in float64 or int64, by the
+// input's dtype). Raises before anything runs as launch_elementwise does.
+void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializer_list<c10::Scalar> args = {});
+
+// Launches scan `op` (OR_REDUCE_CUMSUM or OR_REDUCE_CUMPROD) of `self`
+// along `dim` (wrapped) into `result`, of the same shape; in place when
+// they are the same tensor.
+void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op);
 
 // Raises NotImplementedError ("<op>" not implemented for '<dtype>'), as
 // ATen's dtype dispatch does on CPU, unless `ok`.

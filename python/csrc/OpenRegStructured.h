@@ -94,7 +94,7 @@ struct Functional final : Meta {
   const Tensor& maybe_get_output(int64_t i) override {
     return outputs_[i];
   }
-  std::array<Tensor, 1> outputs_;
+  std::array<Tensor, 2> outputs_; // at most two outputs (max.dim: values, indices)
 };
 
 // The in-place form: the output is `self`.
@@ -118,31 +118,48 @@ struct Inplace final : Meta {
   const Tensor& self_;
 };
 
-// The out= form: the output is `out`, resized if needed.
+// The out= form: the outputs are `out` (or `out0`, `out1`), resized if needed.
 template <class Meta>
 struct Out final : Meta {
-  explicit Out(const Tensor& out) : out_(out) {}
+  explicit Out(const Tensor& out) : outs_{&out, nullptr} {}
+  Out(const Tensor& out0, const Tensor& out1) : outs_{&out0, &out1} {}
   void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
                           at::TensorOptions options) override {
     set_output_raw_strided(i, sizes, strides, options);
   }
   void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
                               at::TensorOptions options) override {
-    resize_out(out_, sizes, strides, options);
+    resize_out(*outs_[i], sizes, strides, options);
     if constexpr (is_iterator<Meta>) {
       Meta::set_output_raw_strided(i, sizes, strides, options);
     }
   }
-  const Tensor& maybe_get_output(int64_t) override {
-    return out_;
+  const Tensor& maybe_get_output(int64_t i) override {
+    return *outs_[i];
   }
-  const Tensor& out_;
+  std::array<const Tensor*, 2> outs_;
 };
 
 // Runs the CPU fallback for op `Op` with the unboxed arguments.
 template <class Op, class... Args>
 decltype(auto) fallback(Args&&... args) {
   return at::native::call_fallback_fn_symint<&kernels::cpu_fallback_kernel, Op>::call(std::forward<Args>(args)...);
+}
+
+// An impl that is the structured class's own: `Meta` is ATen's native class
+// (at::native::structured_sum_out, ...), whose impl(self, rest..., out)
+// calls a DispatchStub with a PrivateUse1 entry that launches the engine.
+struct NativeImpl {};
+inline constexpr NativeImpl native_impl{};
+
+// Runs `Impl` (or, for NativeImpl, the class's own impl) after the meta.
+template <auto Impl, class Op, class... Rest>
+void run_impl(Op& op, const Tensor& self, Rest... rest) {
+  if constexpr (std::is_same_v<std::decay_t<decltype(Impl)>, NativeImpl>) {
+    op.impl(self, rest..., op.maybe_get_output(0));
+  } else {
+    Impl(op, self, rest...);
+  }
 }
 
 // The three forms of one structured op with meta class `Meta` (whose
@@ -159,7 +176,7 @@ struct Forms<Meta, Impl, void (M::*)(const Tensor&, Rest...)> {
     openreg::count_op(counted_name<Op>(), true);
     Functional<Meta> op;
     op.meta(self, rest...);
-    Impl(op, self, rest...);
+    run_impl<Impl>(op, self, rest...);
     return std::move(op.outputs_[0]);
   }
 
@@ -171,7 +188,7 @@ struct Forms<Meta, Impl, void (M::*)(const Tensor&, Rest...)> {
     openreg::count_op(counted_name<Op>(), true);
     Inplace<Meta> op(self);
     op.meta(self, rest...);
-    Impl(op, self, rest...);
+    run_impl<Impl>(op, self, rest...);
     return self;
   }
 
@@ -183,7 +200,7 @@ struct Forms<Meta, Impl, void (M::*)(const Tensor&, Rest...)> {
     openreg::count_op(counted_name<Op>(), true);
     Out<Meta> op(out);
     op.meta(self, rest...);
-    Impl(op, self, rest...);
+    run_impl<Impl>(op, self, rest...);
     return out;
   }
 };
@@ -240,6 +257,13 @@ using none = void;
 // form (at::_ops names; `none` for a form ATen lacks).
 #define OPENREG_STRUCTURED(m, meta, impl, functional, inplace, out)                                       \
   ::openreg::structured::register_forms<::openreg::structured::metas::structured_##meta, &impl,          \
+                                        ::openreg::structured::ops::functional,                          \
+                                        ::openreg::structured::ops::inplace, ::openreg::structured::ops::out>(m)
+
+// One structured op whose impl is ATen's own (at::native::structured_<cls>,
+// e.g. `sum_out`), over DispatchStubs registered for PrivateUse1.
+#define OPENREG_STRUCTURED_NATIVE(m, cls, functional, inplace, out)                                       \
+  ::openreg::structured::register_forms<::at::native::structured_##cls, ::openreg::structured::native_impl, \
                                         ::openreg::structured::ops::functional,                          \
                                         ::openreg::structured::ops::inplace, ::openreg::structured::ops::out>(m)
 

@@ -46,6 +46,12 @@ DEVICE = {
     "nn.functional.softplus", "nn.functional.elu", "nn.functional.selu", "nn.functional.leaky_relu",
     "nn.functional.threshold", "zero_", "fill", "full_like", "zeros_like", "ones_like", "contiguous", "clone",
     "float", "double", "half", "to",
+    # reductions and scans
+    "sum", "nansum", "mean", "nanmean", "prod", "amax", "amin", "max.reduction_with_dim", "max.reduction_no_dim",
+    "min.reduction_with_dim", "min.reduction_no_dim", "max.binary", "min.binary", "argmax", "argmin", "aminmax",
+    "all", "any", "count_nonzero", "var", "var.unbiased", "std", "std.unbiased", "var_mean", "var_mean.unbiased",
+    "std_mean", "std_mean.unbiased", "linalg.vector_norm", "norm", "norm.fro", "norm.inf", "logsumexp", "cumsum",
+    "cumprod", "masked_fill",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 

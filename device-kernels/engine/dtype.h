@@ -1,0 +1,277 @@
+/*
+ * dtype.h: what every engine kernel shares: device pointers, the element
+ * types (float16 and bfloat16 conversions, loads and stores of any dtype in
+ * each compute type, chunked row conversions) and their sizes. Header-only
+ * (static inline), included by each kernel family's C file.
+ */
+#ifndef OPENREG_ENGINE_DTYPE_H
+#define OPENREG_ENGINE_DTYPE_H
+
+#include "openreg_engine.h"
+#include "math.h"
+
+#define EXPORT(name) __attribute__((export_name(#name), visibility("default")))
+#define TRAP() __builtin_trap()
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+typedef unsigned long usize;
+
+ALWAYS_INLINE char *device_ptr(uint64_t offset) {
+  return (char *)(usize)offset;
+}
+
+/* ---- float16 and bfloat16, round to nearest even ---- */
+
+static inline float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  const uint32_t e = (h >> 10) & 0x1f;
+  const uint32_t m = h & 0x3ff;
+  if (e == 0x1f) {
+    return m_f32_from_bits(sign | 0x7f800000 | (m << 13));
+  }
+  if (e != 0) {
+    return m_f32_from_bits(sign | ((e + 112) << 23) | (m << 13));
+  }
+  const float v = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */
+  return sign ? -v : v;
+}
+
+static inline uint16_t f32_to_f16(float f) {
+  const uint32_t x = m_f32_bits(f);
+  const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  const uint32_t ax = x & 0x7fffffff;
+  if (ax > 0x7f800000) {
+    return sign | 0x7e00 | (uint16_t)((ax >> 13) & 0x3ff); /* NaN stays NaN (quiet) */
+  }
+  if (ax >= 0x47800000) {
+    return sign | 0x7c00; /* at least 2^16: infinity */
+  }
+  if (ax >= 0x38800000) { /* a normal half: rebias, round at bit 13 (a carry may reach infinity) */
+    uint32_t m = ax - 0x38000000;
+    m += 0xfff + ((m >> 13) & 1);
+    return sign | (uint16_t)(m >> 13);
+  }
+  if (ax < 0x33000000) {
+    return sign; /* at most 2^-25 (a tie, to even): zero */
+  }
+  /* a subnormal half: the value in units of 2^-24, rounded */
+  const uint32_t e = ax >> 23;
+  const uint32_t mant = (ax & 0x7fffff) | 0x800000;
+  const uint32_t shift = 126 - e; /* 14..24 */
+  uint32_t r = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1);
+  const uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (r & 1))) {
+    r++;
+  }
+  return sign | (uint16_t)r;
+}
+
+ALWAYS_INLINE float bf16_to_f32(uint16_t b) {
+  return m_f32_from_bits((uint32_t)b << 16);
+}
+
+static inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = m_f32_bits(f);
+  if ((u & 0x7fffffff) > 0x7f800000) {
+    return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN (quiet) */
+  }
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+
+/* ---- loads and stores of any dtype, in each compute type ---- */
+
+/* Float to integer conversions give what PyTorch's CPU kernels give on
+ * x86-64 (where C++ leaves them undefined): a NaN or a value out of range of
+ * int32 (int64 for int64 outputs) becomes INT32_MIN (INT64_MIN); narrower
+ * integer types take the low bits of the int32, so they wrap. The same on
+ * every host: the wasm conversions used never trap or saturate. */
+ALWAYS_INLINE int64_t float_to_i64(double v) {
+  return (v != v || v >= 9223372036854775808.0 || v < -9223372036854775808.0) ? INT64_MIN : (int64_t)v;
+}
+
+ALWAYS_INLINE int64_t float_to_i32(double v) {
+  return (v != v || v >= 2147483648.0 || v < -2147483648.0) ? INT32_MIN : (int32_t)v;
+}
+
+#define OR_DEFINE_LOAD(NAME, T)                                      \
+  ALWAYS_INLINE T NAME(const char *p, uint32_t dtype) {              \
+    switch (dtype) {                                                 \
+    case OR_U8:                                                      \
+      return (T) * (const uint8_t *)p;                               \
+    case OR_I8:                                                      \
+      return (T) * (const int8_t *)p;                                \
+    case OR_I16:                                                     \
+      return (T) * (const int16_t *)p;                               \
+    case OR_I32:                                                     \
+      return (T) * (const int32_t *)p;                               \
+    case OR_I64:                                                     \
+      return (T) * (const int64_t *)p;                               \
+    case OR_F16:                                                     \
+      return (T)f16_to_f32(*(const uint16_t *)p);                    \
+    case OR_F32:                                                     \
+      return (T) * (const float *)p;                                 \
+    case OR_F64:                                                     \
+      return (T) * (const double *)p;                                \
+    case OR_BOOL:                                                    \
+      return (T)(*(const uint8_t *)p != 0);                          \
+    case OR_BF16:                                                    \
+      return (T)bf16_to_f32(*(const uint16_t *)p);                   \
+    default:                                                         \
+      TRAP();                                                        \
+    }                                                                \
+  }
+
+OR_DEFINE_LOAD(load_F32, float)
+OR_DEFINE_LOAD(load_F64, double)
+
+/* int64 loads of floats convert as stores do (only copies load floats as int64). */
+ALWAYS_INLINE int64_t load_I64(const char *p, uint32_t dtype) {
+  switch (dtype) {
+  case OR_F16:
+  case OR_BF16:
+  case OR_F32:
+  case OR_F64:
+    return float_to_i64(load_F64(p, dtype));
+  case OR_U8:
+    return *(const uint8_t *)p;
+  case OR_I8:
+    return *(const int8_t *)p;
+  case OR_I16:
+    return *(const int16_t *)p;
+  case OR_I32:
+    return *(const int32_t *)p;
+  case OR_I64:
+    return *(const int64_t *)p;
+  case OR_BOOL:
+    return *(const uint8_t *)p != 0;
+  default:
+    TRAP();
+  }
+}
+
+#define OR_DEFINE_STORE(NAME, T, TO_I32, TO_I64)                     \
+  ALWAYS_INLINE void NAME(char *p, uint32_t dtype, T v) {            \
+    switch (dtype) {                                                 \
+    case OR_U8:                                                      \
+      *(uint8_t *)p = (uint8_t)TO_I32(v);                            \
+      return;                                                        \
+    case OR_I8:                                                      \
+      *(int8_t *)p = (int8_t)TO_I32(v);                              \
+      return;                                                        \
+    case OR_I16:                                                     \
+      *(int16_t *)p = (int16_t)TO_I32(v);                            \
+      return;                                                        \
+    case OR_I32:                                                     \
+      *(int32_t *)p = (int32_t)TO_I32(v);                            \
+      return;                                                        \
+    case OR_I64:                                                     \
+      *(int64_t *)p = TO_I64(v);                                     \
+      return;                                                        \
+    case OR_F16:                                                     \
+      *(uint16_t *)p = f32_to_f16((float)v);                         \
+      return;                                                        \
+    case OR_F32:                                                     \
+      *(float *)p = (float)v;                                        \
+      return;                                                        \
+    case OR_F64:                                                     \
+      *(double *)p = (double)v;                                      \
+      return;                                                        \
+    case OR_BOOL:                                                    \
+      *(uint8_t *)p = v != 0;                                        \
+      return;                                                        \
+    case OR_BF16:                                                    \
+      *(uint16_t *)p = f32_to_bf16((float)v);                        \
+      return;                                                        \
+    default:                                                         \
+      TRAP();                                                        \
+    }                                                                \
+  }
+
+#define OR_INT_AS_IS(v) (v)
+OR_DEFINE_STORE(store_F32, float, float_to_i32, float_to_i64)
+OR_DEFINE_STORE(store_F64, double, float_to_i32, float_to_i64)
+OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
+
+/* Elements converted per step by the dtype-converting loops: the dtype
+ * switch runs once per chunk, and the op's loop over the chunk is the same
+ * typed loop as the fast paths'. */
+#define OR_CHUNK 256
+
+/* A chunk of `m` elements of any dtype, `stride` bytes apart, to and from
+ * the compute type: one loop per dtype. */
+#define OR_DEFINE_ROWS(C, T)                                                                         \
+  static inline void load_row_##C(T *dst, const char *p, int64_t stride, uint32_t dtype, int64_t m) {       \
+    switch (dtype) {                                                                                 \
+    case NATIVE_##C:                                                                                 \
+      for (int64_t j = 0; j < m; j++) dst[j] = *(const T *)(p + j * stride);                         \
+      return;                                                                                        \
+    case OR_U8:                                                                                      \
+      for (int64_t j = 0; j < m; j++) dst[j] = (T) * (const uint8_t *)(p + j * stride);              \
+      return;                                                                                        \
+    case OR_BOOL:                                                                                    \
+      for (int64_t j = 0; j < m; j++) dst[j] = (T)(*(const uint8_t *)(p + j * stride) != 0);         \
+      return;                                                                                        \
+    case OR_F16:                                                                                     \
+      for (int64_t j = 0; j < m; j++) dst[j] = (T)f16_to_f32(*(const uint16_t *)(p + j * stride));   \
+      return;                                                                                        \
+    case OR_BF16:                                                                                    \
+      for (int64_t j = 0; j < m; j++) dst[j] = (T)bf16_to_f32(*(const uint16_t *)(p + j * stride));  \
+      return;                                                                                        \
+    default:                                                                                         \
+      for (int64_t j = 0; j < m; j++) dst[j] = load_##C(p + j * stride, dtype);                      \
+      return;                                                                                        \
+    }                                                                                                \
+  }                                                                                                  \
+  static inline void store_row_##C(char *p, int64_t stride, uint32_t dtype, const T *src, int64_t m) {      \
+    switch (dtype) {                                                                                 \
+    case NATIVE_##C:                                                                                 \
+      for (int64_t j = 0; j < m; j++) *(T *)(p + j * stride) = src[j];                               \
+      return;                                                                                        \
+    case OR_BOOL:                                                                                    \
+      for (int64_t j = 0; j < m; j++) *(uint8_t *)(p + j * stride) = src[j] != 0;                    \
+      return;                                                                                        \
+    case OR_F16:                                                                                     \
+      for (int64_t j = 0; j < m; j++) *(uint16_t *)(p + j * stride) = f32_to_f16((float)src[j]);     \
+      return;                                                                                        \
+    case OR_BF16:                                                                                    \
+      for (int64_t j = 0; j < m; j++) *(uint16_t *)(p + j * stride) = f32_to_bf16((float)src[j]);    \
+      return;                                                                                        \
+    default:                                                                                         \
+      for (int64_t j = 0; j < m; j++) store_##C(p + j * stride, dtype, src[j]);                      \
+      return;                                                                                        \
+    }                                                                                                \
+  }
+
+/* A scalar argument in each compute type. */
+#define NATIVE_F32 OR_F32
+#define NATIVE_F64 OR_F64
+#define NATIVE_I64 OR_I64
+OR_DEFINE_ROWS(F32, float)
+OR_DEFINE_ROWS(F64, double)
+OR_DEFINE_ROWS(I64, int64_t)
+
+static inline uint32_t dtype_size(uint32_t dtype) {
+  switch (dtype) {
+  case OR_U8:
+  case OR_I8:
+  case OR_BOOL:
+    return 1;
+  case OR_I16:
+  case OR_F16:
+  case OR_BF16:
+    return 2;
+  case OR_I32:
+  case OR_F32:
+    return 4;
+  case OR_I64:
+  case OR_F64:
+    return 8;
+  default:
+    TRAP();
+  }
+}
+
+#endif /* OPENREG_ENGINE_DTYPE_H */

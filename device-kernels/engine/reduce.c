@@ -1,0 +1,562 @@
+/*
+ * The reduction engine of `openreg.engine`: one kernel, `reduce`, that
+ * applies any op of OR_REDUCE_OPS over the block's reduced dimensions, once
+ * per output element (see openreg_engine.h).
+ *
+ * Structure:
+ *   - every output element folds its slice of the input in one fixed order:
+ *     dimension 0 innermost, in chunks of OR_CHUNK elements converted to the
+ *     accumulator's type (double for every float dtype, int64 for integers
+ *     and bool), so results never depend on how the work around them is cut;
+ *   - sums add each chunk with four partial sums (then pairwise), and keep
+ *     the total in double: float32 sums are far more accurate than float32
+ *     accumulation, and float64 ones as good as CPU's cascade;
+ *   - var/std combine per-chunk means and squared deviations (Chan et al.),
+ *     so no division runs per element;
+ *   - when the reduced dimension is not the contiguous one (`x.sum(0)` of a
+ *     row-major matrix) the simple folds run down columns instead: a tile of
+ *     OR_CHUNK neighbouring outputs advances together, one contiguous row of
+ *     the input at a time, each output still folded in the same order;
+ *   - scans (cumsum, cumprod) write every prefix along dimension 0.
+ *
+ * Compiled for wasm32 and wasm64 with the elementwise engine (build.rs).
+ */
+#include "dtype.h"
+
+/* One output element's accumulator: `v` the value (sum, product, extreme,
+ * flag), `w` a second value (MINMAX's maximum, VAR's sum of squared
+ * deviations), `mean` and `n` VAR's running mean and count, `i` the index
+ * of `v` (arg ops). */
+typedef struct acc_f {
+  double v, w, mean;
+  int64_t i, n;
+} acc_f;
+
+typedef struct acc_i {
+  int64_t v, w, i;
+} acc_i;
+
+#define ADD_F(x, y) ((x) + (y))
+#define MUL_F(x, y) ((x) * (y))
+#define ISNAN_F(x) ((x) != (x))
+/* Integer sums and products wrap, as C++'s do on CPU (without C's UB). */
+#define ADD_I(x, y) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
+#define MUL_I(x, y) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
+#define ISNAN_I(x) 0
+
+static double sum_F(const double *x, int64_t m) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    s0 += x[j];
+    s1 += x[j + 1];
+    s2 += x[j + 2];
+    s3 += x[j + 3];
+  }
+  for (; j < m; j++) {
+    s0 += x[j];
+  }
+  return (s0 + s1) + (s2 + s3);
+}
+
+static int64_t sum_I(const int64_t *x, int64_t m) {
+  uint64_t s = 0;
+  for (int64_t j = 0; j < m; j++) {
+    s += (uint64_t)x[j];
+  }
+  return (int64_t)s;
+}
+
+/* The identity each op starts from. */
+#define OR_DEFINE_INIT(S, ACC, T, LOWEST, HIGHEST)                                     \
+  static ACC init_##S(const or_reduce *p) {                                           \
+    ACC a = {0};                                                                      \
+    switch (p->op) {                                                                  \
+    case OR_REDUCE_PROD:                                                              \
+    case OR_REDUCE_ALL:                                                               \
+    case OR_REDUCE_CUMPROD:                                                           \
+      a.v = 1;                                                                        \
+      break;                                                                          \
+    case OR_REDUCE_MAX:                                                               \
+    case OR_REDUCE_ARGMAX:                                                            \
+    case OR_REDUCE_MAX_INDEX:                                                         \
+      a.v = LOWEST;                                                                   \
+      break;                                                                          \
+    case OR_REDUCE_MIN:                                                               \
+    case OR_REDUCE_ARGMIN:                                                            \
+    case OR_REDUCE_MIN_INDEX:                                                         \
+      a.v = HIGHEST;                                                                  \
+      break;                                                                          \
+    case OR_REDUCE_MINMAX:                                                            \
+      a.v = HIGHEST;                                                                  \
+      a.w = LOWEST;                                                                   \
+      break;                                                                          \
+    case OR_REDUCE_NORM: /* -inf: the smallest magnitude */                           \
+      a.v = p->args[0].f == -__builtin_inf() ? HIGHEST : 0;                           \
+      break;                                                                          \
+    default:                                                                          \
+      break;                                                                          \
+    }                                                                                 \
+    return a;                                                                         \
+  }
+
+OR_DEFINE_INIT(F, acc_f, double, -__builtin_inf(), __builtin_inf())
+OR_DEFINE_INIT(I, acc_i, int64_t, INT64_MIN, INT64_MAX)
+
+/*
+ * Folds x[0..m) (positions pos.. along dimension 0) into `a`, for the ops
+ * both accumulator types have. A NaN wins max and min (it propagates) and
+ * the arg ops (the first NaN's index), as on CPU; ties keep the first index.
+ * Returns 0 for an op it does not handle.
+ */
+#define OR_DEFINE_FOLD(S, T, ACC, ADD, MUL, ISNAN)                                     \
+  static int fold_common_##S(uint32_t op, ACC *a, const T *x, int64_t m, int64_t pos) { \
+    switch (op) {                                                                     \
+    case OR_REDUCE_SUM:                                                               \
+    case OR_REDUCE_MEAN:                                                              \
+      a->v = ADD(a->v, sum_##S(x, m));                                                \
+      return 1;                                                                       \
+    case OR_REDUCE_NANSUM:                                                            \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        a->v = ISNAN(x[j]) ? a->v : ADD(a->v, x[j]);                                  \
+      }                                                                               \
+      return 1;                                                                       \
+    case OR_REDUCE_PROD:                                                              \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        a->v = MUL(a->v, x[j]);                                                       \
+      }                                                                               \
+      return 1;                                                                       \
+    case OR_REDUCE_MAX:                                                               \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        a->v = (x[j] > a->v || ISNAN(x[j])) ? x[j] : a->v;                            \
+      }                                                                               \
+      return 1;                                                                       \
+    case OR_REDUCE_MIN:                                                               \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        a->v = (x[j] < a->v || ISNAN(x[j])) ? x[j] : a->v;                            \
+      }                                                                               \
+      return 1;                                                                       \
+    case OR_REDUCE_ARGMAX:                                                            \
+    case OR_REDUCE_MAX_INDEX:                                                         \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        if (!ISNAN(a->v) && (x[j] > a->v || ISNAN(x[j]))) {                           \
+          a->v = x[j];                                                                \
+          a->i = pos + j;                                                             \
+        }                                                                             \
+      }                                                                               \
+      return 1;                                                                       \
+    case OR_REDUCE_ARGMIN:                                                            \
+    case OR_REDUCE_MIN_INDEX:                                                         \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        if (!ISNAN(a->v) && (x[j] < a->v || ISNAN(x[j]))) {                           \
+          a->v = x[j];                                                                \
+          a->i = pos + j;                                                             \
+        }                                                                             \
+      }                                                                               \
+      return 1;                                                                       \
+    case OR_REDUCE_MINMAX:                                                            \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        a->v = (x[j] < a->v || ISNAN(x[j])) ? x[j] : a->v;                            \
+        a->w = (x[j] > a->w || ISNAN(x[j])) ? x[j] : a->w;                            \
+      }                                                                               \
+      return 1;                                                                       \
+    case OR_REDUCE_ALL:                                                               \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        a->v = x[j] == 0 ? 0 : a->v;                                                  \
+      }                                                                               \
+      return 1;                                                                       \
+    case OR_REDUCE_ANY:                                                               \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        a->v = x[j] != 0 ? 1 : a->v;                                                  \
+      }                                                                               \
+      return 1;                                                                       \
+    default:                                                                          \
+      return 0;                                                                       \
+    }                                                                                 \
+  }                                                                                   \
+  /* A scan: x becomes its running sums (products) after `a`, in order. */            \
+  static void scan_##S(uint32_t op, ACC *a, T *x, int64_t m) {                        \
+    T v = a->v;                                                                       \
+    if (op == OR_REDUCE_CUMSUM) {                                                     \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        v = ADD(v, x[j]);                                                             \
+        x[j] = v;                                                                     \
+      }                                                                               \
+    } else {                                                                          \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        v = MUL(v, x[j]);                                                             \
+        x[j] = v;                                                                     \
+      }                                                                               \
+    }                                                                                 \
+    a->v = v;                                                                         \
+  }
+
+OR_DEFINE_FOLD(F, double, acc_f, ADD_F, MUL_F, ISNAN_F)
+OR_DEFINE_FOLD(I, int64_t, acc_i, ADD_I, MUL_I, ISNAN_I)
+
+#define F_ABS(x) __builtin_fabs(x)
+
+/* The float-only folds: the p-norm's sum (or extreme) and var's moments. */
+static void fold_F(uint32_t op, acc_f *a, const double *x, int64_t m, int64_t pos, const or_reduce *p) {
+  if (fold_common_F(op, a, x, m, pos)) {
+    return;
+  }
+  if (op == OR_REDUCE_NORM) {
+    const double ord = p->args[0].f;
+    if (ord == 2.0) {
+      double s0 = 0.0, s1 = 0.0;
+      int64_t j = 0;
+      for (; j + 2 <= m; j += 2) {
+        s0 += x[j] * x[j];
+        s1 += x[j + 1] * x[j + 1];
+      }
+      for (; j < m; j++) {
+        s0 += x[j] * x[j];
+      }
+      a->v += s0 + s1;
+    } else if (ord == 1.0) {
+      for (int64_t j = 0; j < m; j++) a->v += F_ABS(x[j]);
+    } else if (ord == 0.0) {
+      for (int64_t j = 0; j < m; j++) a->v += x[j] != 0.0 ? 1.0 : 0.0;
+    } else if (ord == __builtin_inf()) {
+      for (int64_t j = 0; j < m; j++) {
+        const double y = F_ABS(x[j]);
+        a->v = (y > a->v || y != y) ? y : a->v;
+      }
+    } else if (ord == -__builtin_inf()) {
+      for (int64_t j = 0; j < m; j++) {
+        const double y = F_ABS(x[j]);
+        a->v = (y < a->v || y != y) ? y : a->v;
+      }
+    } else {
+      for (int64_t j = 0; j < m; j++) a->v += m_pow_nonneg_f64(F_ABS(x[j]), ord);
+    }
+    return;
+  }
+  if (op == OR_REDUCE_VAR) {
+    /* This chunk's mean and squared deviations, merged into the running ones. */
+    const double mc = sum_F(x, m) / (double)m;
+    double m2 = 0.0;
+    for (int64_t j = 0; j < m; j++) {
+      const double d = x[j] - mc;
+      m2 += d * d;
+    }
+    if (a->n == 0) {
+      a->mean = mc;
+      a->w = m2;
+    } else {
+      const double n = (double)a->n;
+      const double total = n + (double)m;
+      const double delta = mc - a->mean;
+      a->mean += delta * ((double)m / total);
+      a->w += m2 + delta * delta * (n * (double)m / total);
+    }
+    a->n += m;
+    return;
+  }
+  TRAP();
+}
+
+static void fold_I(uint32_t op, acc_i *a, const int64_t *x, int64_t m, int64_t pos, const or_reduce *p) {
+  (void)p;
+  if (!fold_common_I(op, a, x, m, pos)) {
+    TRAP(); /* a float-only op: the shim refuses these for integers */
+  }
+}
+
+/* Writes one output element's result. `count` is the number of elements reduced. */
+static void finish_F(const or_reduce *p, const acc_f *a, char *out0, char *out1, int64_t count) {
+  const uint32_t *dt = p->dtypes;
+  switch (p->op) {
+  case OR_REDUCE_MEAN:
+    store_F64(out0, dt[0], a->v / (double)count);
+    return;
+  case OR_REDUCE_ARGMAX:
+  case OR_REDUCE_ARGMIN:
+    store_I64(out0, dt[0], a->i);
+    return;
+  case OR_REDUCE_MAX_INDEX:
+  case OR_REDUCE_MIN_INDEX:
+    store_F64(out0, dt[0], a->v);
+    store_I64(out1, dt[1], a->i);
+    return;
+  case OR_REDUCE_MINMAX:
+    store_F64(out0, dt[0], a->v);
+    store_F64(out1, dt[1], a->w);
+    return;
+  case OR_REDUCE_NORM: {
+    const double ord = p->args[0].f;
+    double v = a->v;
+    if (ord == 2.0) {
+      v = __builtin_sqrt(v);
+    } else if (ord != 1.0 && ord != 0.0 && ord != __builtin_inf() && ord != -__builtin_inf()) {
+      v = m_pow_nonneg_f64(v, 1.0 / ord);
+    }
+    store_F64(out0, dt[0], v);
+    return;
+  }
+  case OR_REDUCE_VAR: {
+    const double dof = (double)count - p->args[0].f;
+    double v = a->w / (dof > 0.0 ? dof : 0.0);
+    if (p->args[1].f != 0.0) {
+      v = __builtin_sqrt(v);
+    }
+    store_F64(out0, dt[0], v);
+    if (p->noutputs > 1) {
+      store_F64(out1, dt[1], a->mean);
+    }
+    return;
+  }
+  default: /* sums, products, extremes, flags */
+    store_F64(out0, dt[0], a->v);
+    return;
+  }
+}
+
+static void finish_I(const or_reduce *p, const acc_i *a, char *out0, char *out1, int64_t count) {
+  (void)count;
+  const uint32_t *dt = p->dtypes;
+  switch (p->op) {
+  case OR_REDUCE_ARGMAX:
+  case OR_REDUCE_ARGMIN:
+    store_I64(out0, dt[0], a->i);
+    return;
+  case OR_REDUCE_MAX_INDEX:
+  case OR_REDUCE_MIN_INDEX:
+    store_I64(out0, dt[0], a->v);
+    store_I64(out1, dt[1], a->i);
+    return;
+  case OR_REDUCE_MINMAX:
+    store_I64(out0, dt[0], a->v);
+    store_I64(out1, dt[1], a->w);
+    return;
+  default:
+    store_I64(out0, dt[0], a->v);
+    return;
+  }
+}
+
+/* A chunk of the input as doubles: float32 rows (the common case) without
+ * the per-element dtype switch. */
+static void load_f64(double *dst, const char *p, int64_t stride, uint32_t dtype, int64_t m) {
+  if (dtype == OR_F32) {
+    for (int64_t j = 0; j < m; j++) dst[j] = (double)*(const float *)(p + j * stride);
+  } else {
+    load_row_F64(dst, p, stride, dtype, m);
+  }
+}
+
+#define load_i64 load_row_I64
+
+static int is_scan(uint32_t op) {
+  return op == OR_REDUCE_CUMSUM || op == OR_REDUCE_CUMPROD;
+}
+
+/*
+ * One output element (or, for scans, one line of outputs): folds the input
+ * slice at `in` over dimensions [0, nreduce), dimension 0 innermost.
+ */
+#define OR_DEFINE_REDUCE_ONE(S, T, ACC, LOAD, STORE_ROW)                                        \
+  static void reduce_one_##S(const or_reduce *p, const char *in, char *out0, char *out1,         \
+                             int64_t count) {                                                     \
+    T buf[OR_CHUNK];                                                                              \
+    ACC a = init_##S(p);                                                                      \
+    const uint32_t nr = p->nreduce;                                                               \
+    const uint32_t dt = p->dtypes[OR_REDUCE_IN];                                                  \
+    const int64_t n0 = nr ? p->sizes[0] : 1;                                                      \
+    const int64_t s0 = nr ? p->strides[OR_REDUCE_IN][0] : 0;                                      \
+    if (is_scan(p->op)) {                                                                         \
+      const int64_t o0 = p->strides[OR_REDUCE_OUT0][0];                                           \
+      for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                                \
+        const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                  \
+        LOAD(buf, in + k * s0, s0, dt, m);                                                        \
+        scan_##S(p->op, &a, buf, m);                                                              \
+        STORE_ROW(out0 + k * o0, o0, p->dtypes[OR_REDUCE_OUT0], buf, m);                          \
+      }                                                                                           \
+      return;                                                                                     \
+    }                                                                                             \
+    int64_t counter[OR_MAX_DIMS] = {0};                                                           \
+    const char *row = in;                                                                         \
+    for (;;) {                                                                                    \
+      for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                                \
+        const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                  \
+        LOAD(buf, row + k * s0, s0, dt, m);                                                       \
+        fold_##S(p->op, &a, buf, m, k, p);                                                        \
+      }                                                                                           \
+      uint32_t d = 1;                                                                             \
+      for (; d < nr; d++) {                                                                       \
+        row += p->strides[OR_REDUCE_IN][d];                                                       \
+        if (++counter[d] < p->sizes[d]) {                                                         \
+          break;                                                                                  \
+        }                                                                                         \
+        row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];                                         \
+        counter[d] = 0;                                                                           \
+      }                                                                                           \
+      if (d >= nr) {                                                                              \
+        break;                                                                                    \
+      }                                                                                           \
+    }                                                                                             \
+    finish_##S(p, &a, out0, out1, count);                                                         \
+  }
+
+OR_DEFINE_REDUCE_ONE(F, double, acc_f, load_f64, store_row_F64)
+OR_DEFINE_REDUCE_ONE(I, int64_t, acc_i, load_i64, store_row_I64)
+
+/* The folds that run down columns: one accumulator per element, combined in
+ * reduction order, so each output is the plain sequential fold. */
+static int column_op(uint32_t op) {
+  switch (op) {
+  case OR_REDUCE_SUM:
+  case OR_REDUCE_MEAN:
+  case OR_REDUCE_NANSUM:
+  case OR_REDUCE_PROD:
+  case OR_REDUCE_MAX:
+  case OR_REDUCE_MIN:
+  case OR_REDUCE_ALL:
+  case OR_REDUCE_ANY:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static void combine_column(uint32_t op, double *acc, const double *x, int64_t m) {
+  switch (op) {
+  case OR_REDUCE_SUM:
+  case OR_REDUCE_MEAN:
+    for (int64_t j = 0; j < m; j++) acc[j] += x[j];
+    return;
+  case OR_REDUCE_NANSUM:
+    for (int64_t j = 0; j < m; j++) acc[j] += x[j] != x[j] ? 0.0 : x[j];
+    return;
+  case OR_REDUCE_PROD:
+    for (int64_t j = 0; j < m; j++) acc[j] *= x[j];
+    return;
+  case OR_REDUCE_MAX:
+    for (int64_t j = 0; j < m; j++) acc[j] = (x[j] > acc[j] || x[j] != x[j]) ? x[j] : acc[j];
+    return;
+  case OR_REDUCE_MIN:
+    for (int64_t j = 0; j < m; j++) acc[j] = (x[j] < acc[j] || x[j] != x[j]) ? x[j] : acc[j];
+    return;
+  case OR_REDUCE_ALL:
+    for (int64_t j = 0; j < m; j++) acc[j] = x[j] == 0.0 ? 0.0 : acc[j];
+    return;
+  default: /* OR_REDUCE_ANY */
+    for (int64_t j = 0; j < m; j++) acc[j] = x[j] != 0.0 ? 1.0 : acc[j];
+    return;
+  }
+}
+
+/* Outputs [0, m) along dimension `o` (the first output dimension, contiguous
+ * in the input), all reduced together. */
+static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m, int64_t count) {
+  double acc[OR_CHUNK];
+  double buf[OR_CHUNK];
+  const acc_f a0 = init_F(p);
+  for (int64_t j = 0; j < m; j++) {
+    acc[j] = a0.v;
+  }
+  const uint32_t nr = p->nreduce;
+  const uint32_t dt = p->dtypes[OR_REDUCE_IN];
+  const int64_t es = p->strides[OR_REDUCE_IN][o];
+  int64_t counter[OR_MAX_DIMS] = {0};
+  const char *row = in;
+  for (;;) {
+    load_f64(buf, row, es, dt, m);
+    combine_column(p->op, acc, buf, m);
+    uint32_t d = 0;
+    for (; d < nr; d++) {
+      row += p->strides[OR_REDUCE_IN][d];
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
+      counter[d] = 0;
+    }
+    if (d >= nr) {
+      break;
+    }
+  }
+  if (p->op == OR_REDUCE_MEAN) {
+    for (int64_t j = 0; j < m; j++) acc[j] /= (double)count;
+  }
+  store_row_F64(out0, p->strides[OR_REDUCE_OUT0][o], p->dtypes[OR_REDUCE_OUT0], acc, m);
+}
+
+/* Whether to run down columns: a simple float fold whose reduced rows are
+ * strided while the first output dimension is contiguous in the input. */
+static int use_columns(const or_reduce *p) {
+  if (p->compute != OR_COMPUTE_F64 || !column_op(p->op) || p->nreduce == 0 || p->ndim <= p->nreduce) {
+    return 0;
+  }
+  const int64_t es = (int64_t)dtype_size(p->dtypes[OR_REDUCE_IN]);
+  const int64_t s0 = p->strides[OR_REDUCE_IN][0];
+  return p->strides[OR_REDUCE_IN][p->nreduce] == es && p->sizes[p->nreduce] >= 4 && (s0 < 0 ? -s0 : s0) > es;
+}
+
+EXPORT(reduce) void reduce(const or_reduce *p) {
+  if (p->op >= OR_REDUCE_COUNT || (p->compute != OR_COMPUTE_F64 && p->compute != OR_COMPUTE_I64) ||
+      p->ndim > OR_MAX_DIMS || p->nreduce > p->ndim || p->noutputs < 1 || p->noutputs > 2) {
+    TRAP();
+  }
+  const uint32_t op = p->op;
+  const int indexed = op == OR_REDUCE_ARGMAX || op == OR_REDUCE_ARGMIN || op == OR_REDUCE_MAX_INDEX ||
+                      op == OR_REDUCE_MIN_INDEX;
+  if ((is_scan(op) && p->nreduce != 1) || (indexed && p->nreduce > 1)) {
+    TRAP(); /* an index or a scan is along one dimension */
+  }
+  (void)dtype_size(p->dtypes[OR_REDUCE_IN]); /* traps on an unknown dtype */
+  (void)dtype_size(p->dtypes[OR_REDUCE_OUT0]);
+  if (p->noutputs > 1) {
+    (void)dtype_size(p->dtypes[OR_REDUCE_OUT1]);
+  }
+  const uint32_t ndim = p->ndim;
+  const uint32_t nr = p->nreduce;
+  int64_t count = 1;
+  for (uint32_t d = 0; d < ndim; d++) {
+    if (p->sizes[d] <= 0) {
+      return; /* nothing to reduce into (the shim handles empty inputs) */
+    }
+    if (d < nr) {
+      count *= p->sizes[d];
+    }
+  }
+  const char *in = device_ptr(p->data[OR_REDUCE_IN]);
+  char *out0 = device_ptr(p->data[OR_REDUCE_OUT0]);
+  char *out1 = p->noutputs > 1 ? device_ptr(p->data[OR_REDUCE_OUT1]) : out0; /* unused with one output */
+  const int columns = use_columns(p);
+  /* Output dimensions: [first, ndim), counted by an odometer; with columns
+   * the first output dimension goes in tiles of OR_CHUNK. */
+  const uint32_t first = columns ? nr + 1 : nr;
+  int64_t counter[OR_MAX_DIMS] = {0};
+  for (;;) {
+    if (columns) {
+      const int64_t n = p->sizes[nr];
+      for (int64_t t = 0; t < n; t += OR_CHUNK) {
+        const int64_t m = n - t < OR_CHUNK ? n - t : OR_CHUNK;
+        reduce_columns(p, in + t * p->strides[OR_REDUCE_IN][nr], out0 + t * p->strides[OR_REDUCE_OUT0][nr], nr, m,
+                       count);
+      }
+    } else if (p->compute == OR_COMPUTE_F64) {
+      reduce_one_F(p, in, out0, out1, count);
+    } else {
+      reduce_one_I(p, in, out0, out1, count);
+    }
+    uint32_t d = first;
+    for (; d < ndim; d++) {
+      in += p->strides[OR_REDUCE_IN][d];
+      out0 += p->strides[OR_REDUCE_OUT0][d];
+      out1 += p->noutputs > 1 ? p->strides[OR_REDUCE_OUT1][d] : 0;
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      in -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
+      out0 -= p->strides[OR_REDUCE_OUT0][d] * p->sizes[d];
+      out1 -= p->noutputs > 1 ? p->strides[OR_REDUCE_OUT1][d] * p->sizes[d] : 0;
+      counter[d] = 0;
+    }
+    if (d >= ndim) {
+      return;
+    }
+  }
+}

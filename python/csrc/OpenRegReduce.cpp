@@ -1,0 +1,321 @@
+// The reduction family on the device engine: sum, mean, prod, nansum,
+// amax/amin, max/min (values and indices, and over everything), argmax/
+// argmin, aminmax, all/any, vector norms, var/std (and with the mean),
+// cumsum/cumprod. Composite ops built from these (logsumexp, count_nonzero's
+// and norm's Python paths, clip_grad_norm_, ...) follow without entries.
+//
+// ATen's own native functions and structured impls do the argument work
+// (dims, keepdim, dtype=, output shape and dtype, empty inputs); they call a
+// DispatchStub, whose PrivateUse1 entry below launches the engine's `reduce`
+// kernel over the TensorIterator they built (engine::launch_reduce). ATen
+// restricts var/std to CPU and CUDA, so those few are written here over the
+// same iterator.
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <ATen/native/ReduceAllOps.h>
+#include <ATen/native/ReduceOps.h>
+#include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/native/TensorCompare.h>
+#include <ATen/ops/all_native.h>
+#include <ATen/ops/amax_native.h>
+#include <ATen/ops/amin_native.h>
+#include <ATen/ops/aminmax_native.h>
+#include <ATen/ops/any_native.h>
+#include <ATen/ops/argmax_native.h>
+#include <ATen/ops/argmin_native.h>
+#include <ATen/ops/cumprod_native.h>
+#include <ATen/ops/cumsum_native.h>
+#include <ATen/ops/linalg_vector_norm_native.h>
+#include <ATen/ops/max_native.h>
+#include <ATen/ops/mean_native.h>
+#include <ATen/ops/min_native.h>
+#include <ATen/ops/nansum_native.h>
+#include <ATen/ops/prod_native.h>
+#include <ATen/ops/sum_native.h>
+#include <torch/library.h>
+
+#include "OpenRegEngine.h"
+#include "OpenRegStructured.h"
+
+namespace openreg::reduce {
+using namespace openreg::engine; // the engine's ops: OR_REDUCE_SUM, ...
+namespace {
+
+using at::Tensor;
+using at::TensorIterator;
+using c10::Scalar;
+
+// ---- DispatchStub entries: ATen's native functions call these ----
+
+template <or_reduce_op Op>
+void reduce_kernel(TensorIterator& iter) {
+  launch_reduce(iter, Op);
+}
+
+void vector_norm_kernel(TensorIterator& iter, const Scalar& ord) {
+  launch_reduce(iter, OR_REDUCE_NORM, {ord.toDouble()});
+}
+
+void std_var_kernel(TensorIterator& iter, double correction, bool take_sqrt) {
+  launch_reduce(iter, OR_REDUCE_VAR, {correction, take_sqrt ? 1.0 : 0.0});
+}
+
+template <or_reduce_op Op>
+void scan_kernel(const Tensor& result, const Tensor& self, int64_t dim) {
+  launch_scan(result, self, dim, Op);
+}
+
+// max.dim / min.dim: values and indices along `dim`.
+template <or_reduce_op Op>
+void minmax_dim_kernel(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t dim, bool keepdim) {
+  auto iter = at::meta::make_reduction(self, values, indices, dim, keepdim, self.scalar_type(), at::kLong);
+  launch_reduce(iter, Op);
+}
+
+// max() / min(): the extreme of every element, into a 0-dim result.
+template <or_reduce_op Op>
+void reduce_all_kernel(Tensor& result, const Tensor& self) {
+  auto iter = at::native::make_reduction("openreg_reduce_all", result, self, std::nullopt, false, self.scalar_type());
+  launch_reduce(iter, Op);
+}
+
+void aminmax_kernel(const Tensor& self, int64_t dim, bool keepdim, Tensor& min, Tensor& max) {
+  auto iter = at::meta::make_reduction(self, min, max, dim, keepdim, self.scalar_type(), self.scalar_type());
+  launch_reduce(iter, OR_REDUCE_MINMAX);
+}
+
+void aminmax_allreduce_kernel(const Tensor& self, Tensor& min, Tensor& max) {
+  auto iter = at::native::make_reduction("aminmax", min, max, self, std::nullopt, false, self.scalar_type());
+  launch_reduce(iter, OR_REDUCE_MINMAX);
+}
+
+} // namespace
+} // namespace openreg::reduce
+
+namespace at::native {
+using namespace openreg::reduce;
+using namespace openreg::engine;
+REGISTER_PRIVATEUSE1_DISPATCH(sum_stub, &reduce_kernel<OR_REDUCE_SUM>)
+REGISTER_PRIVATEUSE1_DISPATCH(nansum_stub, &reduce_kernel<OR_REDUCE_NANSUM>)
+REGISTER_PRIVATEUSE1_DISPATCH(prod_stub, &reduce_kernel<OR_REDUCE_PROD>)
+REGISTER_PRIVATEUSE1_DISPATCH(mean_stub, &reduce_kernel<OR_REDUCE_MEAN>)
+REGISTER_PRIVATEUSE1_DISPATCH(and_stub, &reduce_kernel<OR_REDUCE_ALL>)
+REGISTER_PRIVATEUSE1_DISPATCH(or_stub, &reduce_kernel<OR_REDUCE_ANY>)
+REGISTER_PRIVATEUSE1_DISPATCH(max_values_stub, &reduce_kernel<OR_REDUCE_MAX>)
+REGISTER_PRIVATEUSE1_DISPATCH(min_values_stub, &reduce_kernel<OR_REDUCE_MIN>)
+REGISTER_PRIVATEUSE1_DISPATCH(argmax_stub, &reduce_kernel<OR_REDUCE_ARGMAX>)
+REGISTER_PRIVATEUSE1_DISPATCH(argmin_stub, &reduce_kernel<OR_REDUCE_ARGMIN>)
+REGISTER_PRIVATEUSE1_DISPATCH(norm_stub, &vector_norm_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(std_var_stub, &std_var_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(cumsum_stub, &scan_kernel<OR_REDUCE_CUMSUM>)
+REGISTER_PRIVATEUSE1_DISPATCH(cumprod_stub, &scan_kernel<OR_REDUCE_CUMPROD>)
+REGISTER_PRIVATEUSE1_DISPATCH(max_stub, &minmax_dim_kernel<OR_REDUCE_MAX_INDEX>)
+REGISTER_PRIVATEUSE1_DISPATCH(min_stub, &minmax_dim_kernel<OR_REDUCE_MIN_INDEX>)
+REGISTER_PRIVATEUSE1_DISPATCH(max_all_stub, &reduce_all_kernel<OR_REDUCE_MAX>)
+REGISTER_PRIVATEUSE1_DISPATCH(min_all_stub, &reduce_all_kernel<OR_REDUCE_MIN>)
+REGISTER_PRIVATEUSE1_DISPATCH(aminmax_stub, &aminmax_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(aminmax_allreduce_stub, &aminmax_allreduce_kernel)
+} // namespace at::native
+
+namespace openreg::reduce {
+namespace {
+
+using structured::counted_name;
+using structured::engine_handles;
+using structured::fallback;
+
+// ---- var / std (ATen's own functions accept only CPU and CUDA tensors) ----
+
+void warn_degrees_of_freedom(const char* fname, const TensorIterator& iter, double correction) {
+  const int64_t n = iter.num_output_elements() == 0 ? 0 : iter.numel() / iter.num_output_elements();
+  if (static_cast<double>(n) - correction <= 0) {
+    TORCH_WARN(fname, "(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+               "factor (input numel divided by output numel).");
+  }
+}
+
+void check_var_input(const char* fname, const Tensor& self) {
+  TORCH_CHECK(self.layout() == at::Layout::Strided, fname, " only supports strided layout, got: ", self.layout());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "std and var only support floating point and complex dtypes");
+}
+
+// var (or std when `take_sqrt`) of `self` over `dim` into `result`; also
+// the mean into `mean` when it is given (var_mean, std_mean).
+void std_var(const char* fname, Tensor& result, Tensor* mean, const Tensor& self, at::OptionalIntArrayRef dim,
+             const std::optional<Scalar>& correction_opt, bool keepdim, bool take_sqrt) {
+  check_var_input(fname, self);
+  const double correction = correction_opt.value_or(1).toDouble();
+  const at::ScalarType dtype = result.defined() ? result.scalar_type() : self.scalar_type();
+  TensorIterator iter = mean != nullptr
+                            ? at::native::make_reduction(fname, result, *mean, self, dim, keepdim, dtype)
+                            : at::native::make_reduction(fname, result, self, dim, keepdim, dtype);
+  warn_degrees_of_freedom(fname, iter, correction);
+  if (iter.numel() == 0) {
+    result.fill_(std::numeric_limits<double>::quiet_NaN());
+    if (mean != nullptr) {
+      mean->fill_(std::numeric_limits<double>::quiet_NaN());
+    }
+    return;
+  }
+  launch_reduce(iter, OR_REDUCE_VAR, {correction, take_sqrt ? 1.0 : 0.0});
+}
+
+template <bool TakeSqrt>
+struct StdVar {
+  using Functional = std::conditional_t<TakeSqrt, at::_ops::std_correction, at::_ops::var_correction>;
+  using OutOp = std::conditional_t<TakeSqrt, at::_ops::std_correction_out, at::_ops::var_correction_out>;
+  using WithMean = std::conditional_t<TakeSqrt, at::_ops::std_mean_correction, at::_ops::var_mean_correction>;
+  static constexpr const char* name = TakeSqrt ? "std" : "var";
+  static constexpr const char* name_mean = TakeSqrt ? "std_mean" : "var_mean";
+
+  static Tensor functional(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<Scalar>& correction,
+                           bool keepdim) {
+    if (!engine_handles(self)) {
+      return fallback<Functional>(self, dim, correction, keepdim);
+    }
+    openreg::count_op(counted_name<Functional>(), true);
+    Tensor result = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+    std_var(name, result, nullptr, self, dim, correction, keepdim, TakeSqrt);
+    return result;
+  }
+
+  static Tensor& out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<Scalar>& correction,
+                     bool keepdim, Tensor& result) {
+    if (!engine_handles(self, result)) {
+      return fallback<OutOp>(self, dim, correction, keepdim, result);
+    }
+    openreg::count_op(counted_name<OutOp>(), true);
+    std_var(name, result, nullptr, self, dim, correction, keepdim, TakeSqrt);
+    return result;
+  }
+
+  static std::tuple<Tensor, Tensor> with_mean(const Tensor& self, at::OptionalIntArrayRef dim,
+                                              const std::optional<Scalar>& correction, bool keepdim) {
+    if (!engine_handles(self)) {
+      return fallback<WithMean>(self, dim, correction, keepdim);
+    }
+    openreg::count_op(counted_name<WithMean>(), true);
+    const auto options = self.options().dtype(c10::toRealValueType(self.scalar_type()));
+    Tensor result = at::empty({0}, options);
+    Tensor mean = at::empty({0}, options);
+    std_var(name_mean, result, &mean, self, dim, correction, keepdim, TakeSqrt);
+    return {std::move(result), std::move(mean)};
+  }
+};
+
+// count_nonzero: a comparison and a sum, both on the device (as CUDA does it).
+Tensor count_nonzero(const Tensor& self, at::IntArrayRef dims) {
+  using Op = at::_ops::count_nonzero_dim_IntList;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, dims);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return (self != 0).sum(dims);
+}
+
+// ---- two-output structured ops: max.dim, min.dim, aminmax ----
+
+// The functional and out= forms of a structured op with two outputs whose
+// native class is `Native`; `Call::run(op, self, rest...)` runs its meta and impl.
+template <class Native, class Call, class FunctionalOp, class OutOp, class... Rest>
+struct TwoOutputs {
+  static std::tuple<Tensor, Tensor> functional(const Tensor& self, Rest... rest) {
+    if (!engine_handles(self)) {
+      return fallback<FunctionalOp>(self, rest...);
+    }
+    openreg::count_op(counted_name<FunctionalOp>(), true);
+    structured::Functional<Native> op;
+    Call::run(op, self, rest...);
+    return {std::move(op.outputs_[0]), std::move(op.outputs_[1])};
+  }
+
+  static std::tuple<Tensor&, Tensor&> out(const Tensor& self, Rest... rest, Tensor& out0, Tensor& out1) {
+    if (!engine_handles(self, out0, out1)) {
+      return fallback<OutOp>(self, rest..., out0, out1);
+    }
+    openreg::count_op(counted_name<OutOp>(), true);
+    structured::Out<Native> op(out0, out1);
+    Call::run(op, self, rest...);
+    return {out0, out1};
+  }
+};
+
+// max.dim / min.dim: the meta wraps `dim` and hands it to the impl.
+struct MinMaxDim {
+  template <class Op>
+  static void run(Op& op, const Tensor& self, int64_t dim, bool keepdim) {
+    auto pre = op.meta(self, dim, keepdim);
+    op.impl(self, pre.dim, keepdim, op.maybe_get_output(0), op.maybe_get_output(1));
+  }
+};
+
+struct AminMax {
+  template <class Op>
+  static void run(Op& op, const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    op.meta(self, dim, keepdim);
+    op.impl(self, dim, keepdim, op.maybe_get_output(0), op.maybe_get_output(1));
+  }
+};
+
+using MaxDim = TwoOutputs<at::native::structured_max_out, MinMaxDim, at::_ops::max_dim, at::_ops::max_dim_max,
+                          int64_t, bool>;
+using MinDim = TwoOutputs<at::native::structured_min_out, MinMaxDim, at::_ops::min_dim, at::_ops::min_dim_min,
+                          int64_t, bool>;
+using AminMaxOp = TwoOutputs<at::native::structured_aminmax_out, AminMax, at::_ops::aminmax, at::_ops::aminmax_out,
+                             std::optional<int64_t>, bool>;
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // sums, means, products (the no-dim sum and mean are composites over these)
+  OPENREG_STRUCTURED_NATIVE(m, sum_out, sum_dim_IntList, none, sum_IntList_out);
+  OPENREG_STRUCTURED_NATIVE(m, mean_out, mean_dim, none, mean_out);
+  OPENREG_STRUCTURED_NATIVE(m, prod_out, prod_dim_int, none, prod_int_out);
+  OPENREG_NATIVE(m, prod, at::native::prod);
+  OPENREG_NATIVE(m, prod_out, at::native::prod_out);
+  OPENREG_NATIVE(m, nansum, at::native::nansum);
+  OPENREG_NATIVE(m, nansum_out, at::native::nansum_out);
+  m.impl("count_nonzero.dim_IntList", TORCH_FN(count_nonzero));
+  // extremes and their indices
+  OPENREG_STRUCTURED_NATIVE(m, amax_out, amax, none, amax_out);
+  OPENREG_STRUCTURED_NATIVE(m, amin_out, amin, none, amin_out);
+  OPENREG_STRUCTURED_NATIVE(m, argmax_out, argmax, none, argmax_out);
+  OPENREG_STRUCTURED_NATIVE(m, argmin_out, argmin, none, argmin_out);
+  OPENREG_NATIVE(m, max, at::native::max);
+  OPENREG_NATIVE(m, max_unary_out, at::native::max_unary_out);
+  OPENREG_NATIVE(m, min, at::native::min);
+  OPENREG_NATIVE(m, min_unary_out, at::native::min_unary_out);
+  // all / any
+  OPENREG_STRUCTURED_NATIVE(m, all_out, all_dim, none, all_out);
+  OPENREG_STRUCTURED_NATIVE(m, all_dims_out, all_dims, none, all_dims_out);
+  OPENREG_STRUCTURED_NATIVE(m, all_all_out, all, none, all_all_out);
+  OPENREG_STRUCTURED_NATIVE(m, any_out, any_dim, none, any_out);
+  OPENREG_STRUCTURED_NATIVE(m, any_dims_out, any_dims, none, any_dims_out);
+  OPENREG_STRUCTURED_NATIVE(m, any_all_out, any, none, any_all_out);
+  // norms (torch.norm and Tensor.norm reach linalg_vector_norm for strided tensors)
+  OPENREG_STRUCTURED_NATIVE(m, linalg_vector_norm_out, linalg_vector_norm, none, linalg_vector_norm_out);
+  // scans
+  OPENREG_STRUCTURED_NATIVE(m, cumsum_out, cumsum, cumsum_, cumsum_out);
+  OPENREG_STRUCTURED_NATIVE(m, cumprod_out, cumprod, cumprod_, cumprod_out);
+  // var / std
+  m.impl("var.correction", TORCH_FN(StdVar<false>::functional));
+  m.impl("var.correction_out", TORCH_FN(StdVar<false>::out));
+  m.impl("var_mean.correction", TORCH_FN(StdVar<false>::with_mean));
+  m.impl("std.correction", TORCH_FN(StdVar<true>::functional));
+  m.impl("std.correction_out", TORCH_FN(StdVar<true>::out));
+  m.impl("std_mean.correction", TORCH_FN(StdVar<true>::with_mean));
+  // two outputs
+  m.impl("max.dim", TORCH_FN(MaxDim::functional));
+  m.impl("max.dim_max", TORCH_FN(MaxDim::out));
+  m.impl("min.dim", TORCH_FN(MinDim::functional));
+  m.impl("min.dim_min", TORCH_FN(MinDim::out));
+  m.impl("aminmax", TORCH_FN(AminMaxOp::functional));
+  m.impl("aminmax.out", TORCH_FN(AminMaxOp::out));
+}
+
+} // namespace openreg::reduce

@@ -1,0 +1,253 @@
+"""Reductions and scans computed by the device engine's `reduce` kernel.
+
+Every test runs under the ``error`` fallback policy, so a reduction that silently took the
+CPU fallback fails. CPU is the oracle (exact for integer, bool and index results; within
+``torch.testing``'s tolerances for floats, whose device sums accumulate in float64).
+"""
+
+import pytest
+import torch
+
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+ALL = FLOATS + INTS + [torch.bool]
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    with torch.openreg.fallback_policy("error"):
+        yield
+
+
+def _values(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.3
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g, dtype=torch.float64) * 3).to(dtype)
+    lo, hi = (0, 6) if dtype == torch.uint8 else (-5, 6)
+    return torch.randint(lo, hi, shape, generator=g).to(dtype)
+
+
+def _check(fn, x, exact=False, **tol):
+    """fn on CPU and on the device; results (tensors or tuples of them) must agree, errors too."""
+    try:
+        expected = fn(x)
+    except Exception as error:  # noqa: BLE001 - whatever CPU raises, the device must raise
+        with pytest.raises(type(error)):
+            fn(x.to("openreg"))
+        return
+    actual = fn(x.to("openreg"))
+    pairs = zip(actual, expected) if isinstance(expected, tuple) else [(actual, expected)]
+    for a, e in pairs:
+        assert a.device.type == "openreg"
+        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
+        if exact or not e.dtype.is_floating_point:
+            torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0, equal_nan=True)
+        else:
+            torch.testing.assert_close(a.cpu(), e, equal_nan=True, **tol)
+
+
+REDUCTIONS = {
+    "sum": lambda x: x.sum(),
+    "sum_dim": lambda x: x.sum(1),
+    "sum_dims_keepdim": lambda x: x.sum((0, 2), keepdim=True),
+    "prod_dim": lambda x: x[:, :4].prod(1),
+    "amax": lambda x: x.amax((1, 2)),
+    "amin": lambda x: x.amin(0),
+    "max": lambda x: x.max(),
+    "min": lambda x: x.min(),
+    "max_dim": lambda x: x.max(2),
+    "min_dim": lambda x: x.min(0, keepdim=True),
+    "argmax": lambda x: x.argmax(),
+    "argmax_dim": lambda x: x.argmax(1),
+    "argmin_dim": lambda x: x.argmin(-1, keepdim=True),
+    "aminmax": lambda x: torch.aminmax(x, dim=1),
+    "aminmax_all": lambda x: torch.aminmax(x),
+    "all": lambda x: x.all(),
+    "all_dim": lambda x: x.all(1),
+    "any_dims": lambda x: x.any((0, 2)),
+    "count_nonzero": lambda x: torch.count_nonzero(x, 2),
+    "cumsum": lambda x: x.cumsum(1),
+    "cumsum_last": lambda x: x.cumsum(-1),
+    "cumprod": lambda x: x[:, :4].cumprod(1),
+}
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("op", REDUCTIONS, ids=str)
+def test_reductions_match_cpu_for_every_dtype(op, dtype):
+    low = dtype in (torch.float16, torch.bfloat16)
+    _check(REDUCTIONS[op], _values((6, 7, 5), dtype), rtol=2e-2 if low else None, atol=2e-2 if low else None)
+
+
+FLOAT_REDUCTIONS = {
+    "mean": lambda x: x.mean(),
+    "mean_dims": lambda x: x.mean((0, 2)),
+    "nansum": lambda x: x.nansum(1),
+    "var": lambda x: x.var(1),
+    "var_correction0": lambda x: x.var((0, 1), correction=0, keepdim=True),
+    "std": lambda x: x.std(),
+    "var_mean": lambda x: torch.var_mean(x, 2),
+    "std_mean": lambda x: torch.std_mean(x, (0, 1), correction=2),
+    "norm2": lambda x: torch.linalg.vector_norm(x, dim=1),
+    "norm1": lambda x: torch.linalg.vector_norm(x, 1, dim=(0, 2)),
+    "norm0": lambda x: torch.linalg.vector_norm(x, 0),
+    "norm_inf": lambda x: torch.linalg.vector_norm(x, float("inf"), dim=2),
+    "norm_ninf": lambda x: torch.linalg.vector_norm(x, float("-inf"), dim=2),
+    "norm_3": lambda x: torch.linalg.vector_norm(x, 3, dim=1),
+    "norm_half": lambda x: torch.linalg.vector_norm(x, 0.5),
+    "tensor_norm": lambda x: x.norm(),
+    "logsumexp": lambda x: torch.logsumexp(x, 1),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("op", FLOAT_REDUCTIONS, ids=str)
+def test_float_reductions_match_cpu(op, dtype):
+    low = dtype in (torch.float16, torch.bfloat16)
+    _check(FLOAT_REDUCTIONS[op], _values((6, 7, 5), dtype), rtol=2e-2 if low else None, atol=2e-2 if low else None)
+
+
+@pytest.mark.parametrize("op", ["mean", "var", "norm2"])
+def test_float_only_reductions_refuse_integers_like_cpu(op):
+    _check(FLOAT_REDUCTIONS[op], _values((4, 5, 3), torch.int32))
+
+
+def test_dtype_argument_and_promotion():
+    x = _values((5, 300), torch.int32)
+    _check(lambda t: t.sum(1), x)  # int32 sums to int64
+    _check(lambda t: t.sum(1, dtype=torch.int8), x)  # wraps like CPU
+    _check(lambda t: t.sum(1, dtype=torch.float64), x)
+    _check(lambda t: t.cumsum(1, dtype=torch.float32), x)
+    h = _values((5, 300), torch.float16)
+    _check(lambda t: t.sum(1, dtype=torch.float32), h)
+    _check(lambda t: t.mean(0, dtype=torch.float64), h)
+    _check(lambda t: (t > 0).sum(), h)
+
+
+def test_integer_sums_and_products_wrap_like_cpu():
+    x = torch.full((4, 70), 2**62, dtype=torch.int64)
+    _check(lambda t: t.sum(1), x)
+    _check(lambda t: t.prod(1), torch.full((3, 70), 3, dtype=torch.int64))
+    _check(lambda t: t.cumprod(1), torch.full((2, 50), 5, dtype=torch.int32))
+
+
+def test_nan_propagates_and_arg_ops_pick_the_first_extreme():
+    x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 5.0, 5.0, -1.0], [-float("inf")] * 4])
+    for fn in (
+        lambda t: t.amax(1),
+        lambda t: t.amin(1),
+        lambda t: t.max(1),
+        lambda t: t.min(1),
+        lambda t: t.argmax(1),
+        lambda t: t.argmin(1),
+        lambda t: torch.aminmax(t, dim=1),
+        lambda t: t.sum(1),
+        lambda t: t.nansum(1),
+        lambda t: t.all(1),
+        lambda t: t.any(1),
+        lambda t: torch.linalg.vector_norm(t, float("inf"), dim=1),
+        lambda t: t.max(),
+    ):
+        _check(fn, x, exact=True)
+
+
+def test_layouts_views_and_long_rows():
+    x = _values((67, 300, 3), torch.float32)  # rows longer than one chunk of 256
+    _check(lambda t: t.sum(1), x, rtol=1e-5, atol=1e-4)
+    _check(lambda t: t.transpose(0, 2).sum(1), x, rtol=1e-5, atol=1e-4)
+    _check(lambda t: t[::2, 5:, 1].amax(0), x)
+    _check(lambda t: t.permute(2, 0, 1).mean((1, 2)), x, rtol=1e-5, atol=1e-5)
+    _check(lambda t: t.sum(0), x, rtol=1e-5, atol=1e-4)  # down columns
+    _check(lambda t: t[:, :, 0].prod(0), torch.full((40, 300, 1), 1.01))
+    _check(lambda t: t.argmax(0), x)
+    _check(lambda t: t.cumsum(0), x, rtol=1e-5, atol=1e-4)
+    _check(lambda t: t.expand(4, 67, 300, 3).sum(0), x, rtol=1e-5, atol=1e-4)
+
+
+def test_out_forms_and_in_place_scans():
+    x = _values((8, 9), torch.float32)
+    d = x.to("openreg")
+    out = torch.empty(0, device="openreg")
+    torch.sum(d, 1, out=out)
+    torch.testing.assert_close(out.cpu(), x.sum(1))
+    values, indices = torch.empty(0, device="openreg"), torch.empty(0, dtype=torch.int64, device="openreg")
+    torch.max(d, 0, out=(values, indices))
+    assert indices.cpu().tolist() == x.max(0).indices.tolist()
+    v = torch.empty(0, device="openreg")
+    torch.var(d, 1, out=v)
+    torch.testing.assert_close(v.cpu(), x.var(1))
+    d.cumsum_(1)
+    torch.testing.assert_close(d.cpu(), x.cumsum(1))
+    # an out= tensor of another dtype sets the result's dtype, as on CPU
+    as_int = torch.empty(0, dtype=torch.int64, device="openreg")
+    torch.sum(d, 1, out=as_int)
+    assert as_int.cpu().tolist() == torch.sum(x.cumsum(1), 1, out=torch.empty(0, dtype=torch.int64)).tolist()
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch.sum(d, 1, dtype=torch.float64, out=torch.empty(0, device="openreg"))
+
+
+def test_empty_and_zero_dim_inputs_behave_like_cpu():
+    e = torch.empty(0, 4)
+    for fn in (
+        lambda t: t.sum(0),
+        lambda t: t.prod(0),
+        lambda t: t.mean(0),
+        lambda t: t.amax(1),
+        lambda t: t.all(0),
+        lambda t: t.cumsum(0),
+        lambda t: t.var(1),
+    ):
+        _check(fn, e)
+    with pytest.raises(RuntimeError):
+        e.to("openreg").max()
+    with pytest.raises((IndexError, RuntimeError)):
+        e.to("openreg").argmax(0)
+    s = torch.tensor(2.5)
+    for fn in (lambda t: t.sum(), lambda t: t.max(), lambda t: t.argmax(), lambda t: t.cumsum(0), lambda t: t.mean()):
+        _check(fn, s)
+
+
+def test_bad_dims_raise_like_cpu():
+    x = _values((3, 4), torch.float32)
+    _check(lambda t: t.sum(5), x)
+    _check(lambda t: t.amax((0, 0)), x)
+    _check(lambda t: t.cumsum(2), x)
+    _check(lambda t: t.max(3), x)
+
+
+def test_results_do_not_depend_on_how_the_work_is_split():
+    """Bit-identical whether a row is reduced alone or among others, on any device, every run."""
+    x = _values((33, 1000), torch.float32, seed=3)
+    d = x.to("openreg")
+    rows = d.sum(1).cpu()
+    for i in (0, 17, 32):
+        assert torch.equal(d[i].sum().cpu(), rows[i])
+    assert torch.equal(d.sum(1).cpu(), rows)
+    if torch.openreg.device_count() > 1:
+        assert torch.equal(x.to("openreg:1").sum(1).cpu(), rows)
+    var = d.var(1).cpu()
+    assert torch.equal(d[5].var().cpu(), var[5])
+
+
+def test_float32_sums_are_accurate():
+    # one million values of 0.1: float32 accumulation would drift by ~1e-3 relative.
+    x = torch.full((1_000_000,), 0.1, dtype=torch.float32)
+    exact = x.double().sum()
+    assert abs(x.to("openreg").sum().cpu().double() - exact) / exact < 1e-7
+
+
+def test_reductions_are_device_runs_and_gradients_flow():
+    x = _values((6, 5), torch.float32).to("openreg").requires_grad_()
+    torch.openreg.reset_op_counts()
+    loss = x.sum(1).mean() + x.amax(0).sum() + x.var(0).sum() + torch.logsumexp(x, 1).sum()
+    counts = torch.openreg.op_counts()
+    for name in ("aten::sum.dim_IntList", "aten::amax", "aten::var.correction", "aten::mean.dim"):
+        assert counts.get(name, {}).get("device", 0) >= 1, (name, counts)
+    assert all(c.get("fallback", 0) == 0 for c in counts.values()), counts
+    with torch.openreg.fallback_policy("allow"):
+        loss.backward()
+    cpu = x.detach().cpu().requires_grad_()
+    (cpu.sum(1).mean() + cpu.amax(0).sum() + cpu.var(0).sum() + torch.logsumexp(cpu, 1).sum()).backward()
+    torch.testing.assert_close(x.grad.cpu(), cpu.grad)
