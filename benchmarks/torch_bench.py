@@ -109,11 +109,17 @@ LARGE = [
     ("where, 16M float32", lambda d: (torch.randn(N).to(d) > 0, torch.randn(N).to(d), torch.randn(N).to(d)),
      torch.where),
     ("x + 1, 16M int64", lambda d: (torch.arange(N).to(d),), lambda x: x + 1),
-    ("sum, 16M float32 (CPU fallback)", lambda d: (torch.randn(N).to(d),), torch.sum),
+    ("sum, 16M float32", lambda d: (torch.randn(N).to(d),), torch.sum),
+    ("sum over dim 0 (the strided one), 4096x4096 float32", lambda d: (torch.randn(4096, 4096).to(d),),
+     lambda x: x.sum(0)),
+    ("amax over dim 1, 4096x4096 float32", lambda d: (torch.randn(4096, 4096).to(d),), lambda x: x.amax(1)),
+    ("var, 16M float32", lambda d: (torch.randn(N).to(d),), torch.var),
+    ("x[idx], 4M of 16M float32 by a random int64 index", lambda d: (torch.randn(N).to(d),
+     torch.randint(0, N, (N // 4,)).to(d)), lambda x, i: x[i]),
     ("transposed .contiguous(), 4096x4096 float32", lambda d: (torch.randn(4096, 4096).to(d).t(),),
      lambda x: x.contiguous()),
     (".to(float16), 16M float32", lambda d: (torch.randn(N).to(d),), lambda x: x.to(torch.float16)),
-    ("cat of 8 x 2M float32 (CPU fallback)", lambda d: ([torch.randn(N // 8).to(d) for _ in range(8)],), torch.cat),
+    ("cat of 8 x 2M float32", lambda d: ([torch.randn(N // 8).to(d) for _ in range(8)],), torch.cat),
     ("copy_ of 64 MiB from pageable CPU memory into a device tensor", _copy_into, lambda s, t: t.copy_(s)),
 ]
 
@@ -163,7 +169,7 @@ def main():
     large = header.format(tail="slowest")
     for name, make, op in LARGE:
         large += row(name, big(make, op, "openreg"), big(make, op, "cpu"), None)
-    large += row("MLP 256-512-512-10, batch 128, forward + backward (mm, addmm, sum through the CPU fallback)", mlp("openreg"), mlp("cpu"), None)
+    large += row("MLP 256-512-512-10, batch 128, forward + backward (mm, addmm, losses through the CPU fallback)", mlp("openreg"), mlp("cpu"), None)
 
     text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
             f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"

@@ -282,7 +282,8 @@ OR_STATIC_ASSERT(sizeof(or_reduce) == 32 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERA
 #define OR_INDEX_OPS(X)                                                          \
   X(GATHER)      /* direct = indexed[...] (index, gather, index_select) */       \
   X(SCATTER)     /* indexed[...] = direct (index_put_, scatter) */               \
-  X(SCATTER_ADD) /* indexed[...] += args[0] * direct, in the compute type */
+  X(SCATTER_ADD) /* indexed[...] += args[0] * direct, in the compute type */   \
+  X(SCATTER_MUL) /* indexed[...] *= direct, in the compute type */
 
 enum or_index_op {
 #define OR_INDEX_ENUM(name) OR_INDEX_##name,
@@ -300,7 +301,7 @@ enum or_index_op {
 
 typedef struct or_index {
   uint32_t op;       /* enum or_index_op */
-  uint32_t compute;  /* SCATTER_ADD: enum or_compute (F64 for floats, I64) */
+  uint32_t compute;  /* SCATTER_ADD/MUL: enum or_compute (F64 for floats, I64) */
   uint32_t ndim;     /* 1..OR_MAX_DIMS */
   uint32_t nindices; /* 1..OR_MAX_INDICES */
   uint32_t wrap;     /* negative indices count from the end */
@@ -319,6 +320,59 @@ OR_STATIC_ASSERT(offsetof(or_index, data) == 24 + 4 * OR_INDEX_OPERANDS + 8 * OR
 OR_STATIC_ASSERT(sizeof(or_index) == 24 + 4 * OR_INDEX_OPERANDS + 8 * OR_MAX_DIMS + 8 * OR_INDEX_OPERANDS * (1 + OR_MAX_DIMS) +
                                          16 * OR_MAX_INDICES + 8 * OR_MAX_ARGS,
                  "or_index size");
+
+/*
+ * The `nonzero` kernel: the coordinates of the input's nonzero elements, in
+ * row-major order of its logical dimensions (the last varies fastest), one
+ * row of `ndim` int64s each, at most `count` rows (the host counted them).
+ */
+typedef struct or_nonzero {
+  uint32_t ndim;  /* 0..OR_MAX_DIMS, logical order (dimension 0 outermost) */
+  uint32_t dtype; /* the input's */
+  int64_t count;
+  int64_t sizes[OR_MAX_DIMS];
+  int64_t strides[OR_MAX_DIMS]; /* the input's, bytes */
+  uint64_t data;                /* the input */
+  uint64_t out;                 /* int64 [count, ndim] */
+  int64_t out_strides[2];       /* bytes: per row, per coordinate */
+} or_nonzero;
+
+OR_STATIC_ASSERT(offsetof(or_nonzero, data) == 16 + 16 * OR_MAX_DIMS, "or_nonzero.data");
+OR_STATIC_ASSERT(sizeof(or_nonzero) == 48 + 16 * OR_MAX_DIMS, "or_nonzero size");
+
+/*
+ * The `positions` kernel: ops whose value depends on an element's position.
+ * Dimensions are in logical order (dimension 0 outermost); ARANGE and
+ * LINSPACE write a 1-D out0; TRIL and TRIU read `in` (of out0's dtype, in
+ * place allowed) and keep the elements on or below (above) diagonal k of
+ * the last two dimensions, zeroing the rest.
+ */
+#define OR_POSITION_OPS(X)                                                              \
+  X(ARANGE)   /* args[0] + args[1] * i (start, step), in the compute type */           \
+  X(LINSPACE) /* start args[0], end args[1], step args[2], steps args[3].i, as CPU */  \
+  X(TRIL)     /* k = args[0].i */                                                       \
+  X(TRIU)
+
+enum or_position_op {
+#define OR_POSITION_ENUM(name) OR_POSITION_##name,
+  OR_POSITION_OPS(OR_POSITION_ENUM)
+#undef OR_POSITION_ENUM
+  OR_POSITION_COUNT
+};
+
+typedef struct or_position {
+  uint32_t op;      /* enum or_position_op */
+  uint32_t compute; /* OR_COMPUTE_F64 or OR_COMPUTE_I64 (ARANGE, LINSPACE) */
+  uint32_t ndim;    /* 1..OR_MAX_DIMS (TRIL/TRIU: at least 2) */
+  uint32_t dtype;   /* out0's (and in's) */
+  int64_t sizes[OR_MAX_DIMS];
+  uint64_t data[2]; /* out0, in */
+  int64_t strides[2][OR_MAX_DIMS];
+  or_scalar args[OR_MAX_ARGS];
+} or_position;
+
+OR_STATIC_ASSERT(offsetof(or_position, data) == 16 + 8 * OR_MAX_DIMS, "or_position.data");
+OR_STATIC_ASSERT(sizeof(or_position) == 32 + 24 * OR_MAX_DIMS + 8 * OR_MAX_ARGS, "or_position size");
 
 #ifdef __cplusplus
 } /* namespace openreg::engine */

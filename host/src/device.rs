@@ -548,7 +548,13 @@ impl DeviceShared {
             ) => TrapKind::BadIndirectCall,
             _ => TrapKind::Other,
         };
-        Err(Error::KernelTrap { device: self.index, kernel: name, trap: kind, detail: format!("{err}") })
+        let mut detail = format!("{err}");
+        if module.id == crate::ENGINE_MODULE && name == "index" && kind == TrapKind::Unreachable {
+            // The engine's indexing kernel stops at an index out of range, as
+            // CUDA's device-side assert does (device-kernels/engine/index.c).
+            detail = format!("an index is out of range for the indexed dimension; {detail}");
+        }
+        Err(Error::KernelTrap { device: self.index, kernel: name, trap: kind, detail })
     }
 }
 

@@ -31,6 +31,9 @@ uint32_t engine_kernel(c10::DeviceIndex device) {
 }
 constexpr char kElementwise[] = "elementwise";
 constexpr char kReduce[] = "reduce";
+constexpr char kIndex[] = "index";
+constexpr char kNonzero[] = "nonzero";
+constexpr char kPositions[] = "positions";
 
 // Launches one engine kernel with `block` as its parameter block, whose
 // device addresses lie at the byte offsets `pointers`.
@@ -303,6 +306,177 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
   block.ndim = static_cast<uint32_t>(ndim);
   block.nreduce = 1;
   launch<kReduce>(device.index(), block, pointers.data(), npointers);
+}
+
+void launch_index(at::TensorIteratorBase& iter, or_index_op op, int direct, int indexed, at::IntArrayRef indexed_sizes,
+                  at::IntArrayRef indexed_strides, bool wrap, const c10::Scalar& alpha) {
+  if (iter.numel() == 0) {
+    return;
+  }
+  const int ntensors = iter.ntensors();
+  const int nindices = ntensors - 2;
+  TORCH_CHECK(nindices >= 1 && nindices <= OR_MAX_INDICES, "openreg: indexing with ", nindices,
+              " index tensors is not supported (at most ", OR_MAX_INDICES, ")");
+  TORCH_INTERNAL_ASSERT(static_cast<int>(indexed_sizes.size()) == nindices &&
+                        static_cast<int>(indexed_strides.size()) == nindices, "openreg: launch_index sizes");
+  TORCH_CHECK(iter.ndim() <= OR_MAX_DIMS, "openreg: indexing over more than ", OR_MAX_DIMS,
+              " non-coalescible dimensions is not supported (got ", iter.ndim(), ")");
+  const c10::Device device = iter.device(direct);
+  or_index block{};
+  block.op = op;
+  block.nindices = static_cast<uint32_t>(nindices);
+  block.wrap = wrap ? 1 : 0;
+  block.ndim = static_cast<uint32_t>(std::max(iter.ndim(), 1));
+  const auto shape = iter.shape();
+  for (size_t d = 0; d < OR_MAX_DIMS; ++d) {
+    block.sizes[d] = d < shape.size() ? shape[d] : 1;
+  }
+  std::array<uint32_t, OR_INDEX_OPERANDS> pointers{};
+  size_t npointers = 0;
+  int slot_of_index = 2;
+  for (int k = 0; k < ntensors; ++k) {
+    const int slot = k == direct ? OR_INDEX_DIRECT : k == indexed ? OR_INDEX_INDEXED : slot_of_index++;
+    TORCH_CHECK(iter.device(k) == device, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", device, " and ", iter.device(k), "!");
+    const at::ScalarType dtype = iter.dtype(k);
+    if (slot >= 2) {
+      TORCH_CHECK_INDEX(dtype == at::kLong || dtype == at::kInt, "tensors used as indices must be long or int tensors");
+    } else {
+      check_dtype(supports_dtype(dtype), "openreg indexing", dtype);
+    }
+    block.dtypes[slot] = static_cast<uint32_t>(dtype);
+    block.data[slot] = reinterpret_cast<uint64_t>(iter.data_ptr(k));
+    pointers[npointers++] = static_cast<uint32_t>(offsetof(or_index, data) + sizeof(uint64_t) * slot);
+    const auto strides = iter.strides(k);
+    for (size_t d = 0; d < strides.size() && d < OR_MAX_DIMS; ++d) {
+      block.strides[slot][d] = strides[d];
+    }
+  }
+  for (int k = 0; k < nindices; ++k) {
+    block.indexed_sizes[k] = indexed_sizes[k];
+    block.indexed_strides[k] = indexed_strides[k];
+  }
+  if (op == OR_INDEX_SCATTER_ADD || op == OR_INDEX_SCATTER_MUL) {
+    const at::ScalarType dtype = iter.dtype(indexed);
+    block.compute = at::isFloatingType(dtype) ? OR_COMPUTE_F64 : OR_COMPUTE_I64;
+    block.args[0] = scalar_in(alpha, static_cast<or_compute>(block.compute));
+  }
+  launch<kIndex>(device.index(), block, pointers.data(), npointers);
+}
+
+void launch_nonzero(const at::Tensor& result, const at::Tensor& self, int64_t count) {
+  if (count == 0 || self.numel() == 0) {
+    return;
+  }
+  const c10::Device device = self.device();
+  TORCH_CHECK(result.device() == device, "Expected all tensors to be on the same device, but found at least two "
+              "devices, ", device, " and ", result.device(), "!");
+  check_dtype(supports_dtype(self.scalar_type()), "nonzero", self.scalar_type());
+  TORCH_CHECK(self.dim() <= OR_MAX_DIMS, "nonzero is not supported for tensors with more than ", OR_MAX_DIMS,
+              " dimensions on openreg");
+  TORCH_INTERNAL_ASSERT(result.scalar_type() == at::kLong && result.dim() == 2 && result.size(0) == count,
+                        "openreg: launch_nonzero result");
+  or_nonzero block{};
+  block.ndim = static_cast<uint32_t>(self.dim());
+  block.dtype = static_cast<uint32_t>(self.scalar_type());
+  block.count = count;
+  const int64_t es = static_cast<int64_t>(self.element_size());
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    block.sizes[d] = self.size(d);
+    block.strides[d] = self.stride(d) * es;
+  }
+  block.data = reinterpret_cast<uint64_t>(self.data_ptr());
+  block.out = reinterpret_cast<uint64_t>(result.data_ptr());
+  block.out_strides[0] = result.stride(0) * 8;
+  block.out_strides[1] = result.stride(1) * 8;
+  const std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_nonzero, data)),
+                                            static_cast<uint32_t>(offsetof(or_nonzero, out))};
+  launch<kNonzero>(device.index(), block, pointers.data(), pointers.size());
+}
+
+void launch_flip(const at::Tensor& out, const at::Tensor& self, uint64_t flip) {
+  TORCH_INTERNAL_ASSERT(out.sizes() == self.sizes() && out.scalar_type() == self.scalar_type(), "openreg: launch_flip");
+  if (self.numel() == 0) {
+    return;
+  }
+  const c10::Device device = self.device();
+  TORCH_CHECK(out.device() == device, "Expected all tensors to be on the same device, but found at least two "
+              "devices, ", device, " and ", out.device(), "!");
+  check_dtype(supports_dtype(self.scalar_type()), "flip", self.scalar_type());
+  const int64_t rank = self.dim();
+  TORCH_CHECK(rank <= OR_MAX_DIMS, "openreg: flip of tensors with more than ", OR_MAX_DIMS,
+              " dimensions is not supported (got ", rank, ")");
+  // A copy whose source walks the flipped dimensions backwards, from their last element.
+  or_elementwise block{};
+  block.op = OR_OP_COPY;
+  block.compute = compute_of(self.scalar_type());
+  block.ntensors = 2;
+  block.ndim = static_cast<uint32_t>(std::max<int64_t>(rank, 1));
+  block.dtypes[0] = block.dtypes[1] = static_cast<uint32_t>(self.scalar_type());
+  const int64_t es = static_cast<int64_t>(self.element_size());
+  auto* first = static_cast<const char*>(self.const_data_ptr());
+  for (size_t i = 0; i < OR_MAX_DIMS; ++i) {
+    block.sizes[i] = 1;
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t d = rank - 1 - i; // innermost first
+    const bool reversed = (flip >> d) & 1;
+    block.sizes[i] = self.size(d);
+    block.strides[0][i] = out.stride(d) * es;
+    block.strides[1][i] = (reversed ? -1 : 1) * self.stride(d) * es;
+    if (reversed) {
+      first += (self.size(d) - 1) * self.stride(d) * es;
+    }
+  }
+  block.data[0] = reinterpret_cast<uint64_t>(out.data_ptr());
+  block.data[1] = reinterpret_cast<uint64_t>(first);
+  const std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_elementwise, data)),
+                                            static_cast<uint32_t>(offsetof(or_elementwise, data) + 8)};
+  launch<kElementwise>(device.index(), block, pointers.data(), pointers.size());
+}
+
+void launch_positions(or_position_op op, const at::Tensor& out, const at::Tensor& in,
+                      std::initializer_list<c10::Scalar> args) {
+  if (out.numel() == 0) {
+    return;
+  }
+  const c10::Device device = out.device();
+  check_dtype(supports_dtype(out.scalar_type()), "openreg positional op", out.scalar_type());
+  const bool triangle = op == OR_POSITION_TRIL || op == OR_POSITION_TRIU;
+  const at::Tensor& src = triangle ? in : out;
+  TORCH_CHECK(src.device() == device, "Expected all tensors to be on the same device, but found at least two "
+              "devices, ", device, " and ", src.device(), "!");
+  TORCH_INTERNAL_ASSERT(!triangle || (in.sizes() == out.sizes() && in.scalar_type() == out.scalar_type()),
+                        "openreg: launch_positions");
+  TORCH_CHECK(out.dim() <= OR_MAX_DIMS, "openreg: tensors of more than ", OR_MAX_DIMS, " dimensions (got ",
+              out.dim(), ")");
+  TORCH_CHECK(args.size() <= OR_MAX_ARGS, "openreg: a positional op with ", args.size(), " arguments");
+  or_position block{};
+  block.op = op;
+  block.compute = op == OR_POSITION_ARANGE && !at::isFloatingType(out.scalar_type()) ? OR_COMPUTE_I64 : OR_COMPUTE_F64;
+  block.ndim = static_cast<uint32_t>(std::max<int64_t>(out.dim(), 1));
+  block.dtype = static_cast<uint32_t>(out.scalar_type());
+  const int64_t es = static_cast<int64_t>(out.element_size());
+  for (size_t d = 0; d < OR_MAX_DIMS; ++d) {
+    block.sizes[d] = 1;
+  }
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    block.sizes[d] = out.size(d);
+    block.strides[0][d] = out.stride(d) * es;
+    block.strides[1][d] = src.stride(d) * es;
+  }
+  block.data[0] = reinterpret_cast<uint64_t>(out.data_ptr());
+  block.data[1] = reinterpret_cast<uint64_t>(src.data_ptr());
+  size_t a = 0;
+  for (const c10::Scalar& arg : args) {
+    // counts (TRIL/TRIU's k, LINSPACE's steps) stay integers; values follow the compute type
+    const bool count = triangle || (op == OR_POSITION_LINSPACE && a == 3);
+    block.args[a] = count ? or_scalar{.i = arg.toLong()} : scalar_in(arg, static_cast<or_compute>(block.compute));
+    ++a;
+  }
+  const std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_position, data)),
+                                            static_cast<uint32_t>(offsetof(or_position, data) + 8)};
+  launch<kPositions>(device.index(), block, pointers.data(), pointers.size());
 }
 
 } // namespace openreg::engine

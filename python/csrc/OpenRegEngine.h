@@ -50,6 +50,30 @@ void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializ
 // they are the same tensor.
 void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op);
 
+// Launches indexing op `op` over `iter`, whose operand `direct` is walked as
+// usual, operand `indexed` is the indexed tensor restrided to the iteration
+// (stride 0 along indexed dimensions), and every other operand is an index
+// tensor (int64 or int32) for the dimension of size `indexed_sizes[k]` and
+// byte stride `indexed_strides[k]`. Negative indices count from the end when
+// `wrap`; an index out of range stops the kernel (a device-side check).
+// `alpha` scales OR_INDEX_SCATTER_ADD's addend.
+void launch_index(at::TensorIteratorBase& iter, or_index_op op, int direct, int indexed, at::IntArrayRef indexed_sizes,
+                  at::IntArrayRef indexed_strides, bool wrap, const c10::Scalar& alpha = 1);
+
+// Copies `self` into `out` (same shape and dtype) reversed along the
+// dimensions set in `flip` (bit d: dimension d), on the device.
+void launch_flip(const at::Tensor& out, const at::Tensor& self, uint64_t flip);
+
+// Launches positional op `op` (openreg_engine.h) writing `out`, reading `in`
+// for TRIL/TRIU (may be `out` itself). `args` in the compute type: float64,
+// or int64 for ARANGE into an integer tensor.
+void launch_positions(or_position_op op, const at::Tensor& out, const at::Tensor& in,
+                      std::initializer_list<c10::Scalar> args);
+
+// Writes the coordinates of `self`'s first `count` nonzero elements (row-major
+// order) into `result`, an int64 [count, self.dim()] tensor on self's device.
+void launch_nonzero(const at::Tensor& result, const at::Tensor& self, int64_t count);
+
 // Raises NotImplementedError ("<op>" not implemented for '<dtype>'), as
 // ATen's dtype dispatch does on CPU, unless `ok`.
 void check_dtype(bool ok, std::string_view op, at::ScalarType dtype);

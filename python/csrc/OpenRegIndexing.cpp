@@ -5,8 +5,28 @@
 // ATen's messages.
 
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/IndexKernel.h>
+#include <ATen/native/IndexingUtils.h>
+#include <ATen/native/RangeFactories.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorAdvancedIndexing.h>
+#include <ATen/ops/_index_put_impl_native.h>
+#include <ATen/ops/cat_meta.h>
+#include <ATen/ops/gather_native.h>
+#include <ATen/ops/roll_native.h>
+#include <ATen/ops/arange_native.h>
+#include <ATen/ops/linspace_native.h>
+#include <ATen/ops/tril_meta.h>
+#include <ATen/ops/triu_meta.h>
+#include <ATen/ops/index_add_meta.h>
+#include <ATen/ops/index_native.h>
+#include <ATen/ops/scatter_add_native.h>
+#include <ATen/ops/scatter_native.h>
 #include <torch/library.h>
 
 #include "OpenRegEngine.h"
@@ -69,9 +89,543 @@ Tensor& masked_fill_tensor(Tensor& self, const Tensor& mask, const Tensor& value
   return masked_fill_with(self, mask, value.device().is_cpu() ? value.to(self.scalar_type()) : value);
 }
 
+// ---- gather and scatter along one dimension, index_select, index_add ----
+
+// `t` viewed with at least one dimension (gather and friends treat a 0-dim
+// tensor as one of size 1).
+Tensor at_least_1d(const Tensor& t) {
+  return t.dim() == 0 ? t.view({1}) : t;
+}
+
+// `t` restrided to `shape` with stride 0 along `dim`: the indexed operand,
+// whose offset along `dim` comes from the index.
+Tensor restride_dim(const Tensor& t, int64_t dim, at::IntArrayRef shape) {
+  auto strides = t.strides().vec();
+  strides[dim] = 0;
+  return t.as_strided(shape, strides);
+}
+
+// The byte stride of `t` along `dim`.
+int64_t byte_stride(const Tensor& t, int64_t dim) {
+  return t.stride(dim) * static_cast<int64_t>(t.element_size());
+}
+
+at::TensorIteratorConfig index_config() {
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(false).check_all_same_dtype(false).resize_outputs(false);
+  return config;
+}
+
+// result[i][j][k] = self[i][index[i][j][k]][k] (dim 1), over index's shape.
+void gather_kernel(const Tensor& result, const Tensor& self, int64_t dim, const Tensor& index) {
+  if (index.numel() == 0) {
+    return;
+  }
+  const Tensor src = at_least_1d(self);
+  const Tensor idx = at_least_1d(index);
+  dim = c10::maybe_wrap_dim(dim, src.dim());
+  const Tensor out = at_least_1d(result);
+  const Tensor from = restride_dim(src, dim, idx.sizes());
+  auto iter = index_config().add_output(out).add_const_input(from).add_const_input(idx).build();
+  launch_index(iter, OR_INDEX_GATHER, 0, 1, {src.size(dim)}, {byte_stride(src, dim)}, false);
+}
+
+// self[i][index[i][j][k]][k] = src[i][j][k] (or += with scatter_add), over index's shape.
+void scatter_into(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, or_index_op op) {
+  if (index.numel() == 0) {
+    return;
+  }
+  const Tensor dst = at_least_1d(self);
+  const Tensor idx = at_least_1d(index);
+  dim = c10::maybe_wrap_dim(dim, dst.dim());
+  const Tensor from = src.dim() == 0 ? src.expand(idx.sizes()) : src.as_strided(idx.sizes(), src.strides());
+  const Tensor to = restride_dim(dst, dim, idx.sizes());
+  auto iter = index_config().add_output(to).add_const_input(from).add_const_input(idx).build();
+  launch_index(iter, op, 1, 0, {dst.size(dim)}, {byte_stride(dst, dim)}, false);
+}
+
+void scatter_kernel(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_into(self, dim, index, src, OR_INDEX_SCATTER);
+}
+
+void scatter_fill_kernel(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value) {
+  scatter_into(self, dim, index, at::scalar_tensor(value, self.options()), OR_INDEX_SCATTER);
+}
+
+void scatter_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_into(self, dim, index, src, OR_INDEX_SCATTER_ADD);
+}
+
+// scatter(..., reduce='add' | 'multiply').
+or_index_op scatter_reduction(const at::native::ReductionType& reduce) {
+  TORCH_CHECK(reduce == at::native::ReductionType::SUM || reduce == at::native::ReductionType::PROD,
+              "openreg: scatter reduces only with 'add' and 'multiply' here");
+  return reduce == at::native::ReductionType::SUM ? OR_INDEX_SCATTER_ADD : OR_INDEX_SCATTER_MUL;
+}
+
+void scatter_reduce_kernel(const Tensor& self, const int64_t dim, const Tensor& index, const Tensor& src,
+                           const at::native::ReductionType& reduce) {
+  scatter_into(self, dim, index, src, scatter_reduction(reduce));
+}
+
+void scatter_scalar_reduce_kernel(const Tensor& self, const int64_t dim, const Tensor& index, const Scalar& value,
+                                  const at::native::ReductionType& reduce) {
+  scatter_into(self, dim, index, at::scalar_tensor(value, self.options()), scatter_reduction(reduce));
+}
+
+// Advanced indexing: out = self[indices...] and self[indices...] = values.
+void index_kernel(at::TensorIteratorBase& iter, at::IntArrayRef sizes, at::IntArrayRef strides) {
+  launch_index(iter, OR_INDEX_GATHER, 0, 1, sizes, strides, true);
+}
+
+void index_put_kernel(at::TensorIterator& iter, at::IntArrayRef sizes, at::IntArrayRef strides, bool accumulate) {
+  launch_index(iter, accumulate ? OR_INDEX_SCATTER_ADD : OR_INDEX_SCATTER, 1, 0, sizes, strides, true);
+}
+
+// self[indices] = value (+= with accumulate), built as ATen's AdvancedIndex
+// builds it (whose constructor libtorch does not export): ATen calls this
+// for accumulating puts on accelerators.
+void index_put_with_sort_kernel(Tensor& self, const c10::List<std::optional<Tensor>>& index_list, const Tensor& value,
+                                bool accumulate, bool /*unsafe*/) {
+  at::native::checkIndexTensorTypes(index_list, /*allow_int=*/true);
+  auto indices = at::native::expandTensors(self, index_list, /*ensure_same_device=*/true);
+  try {
+    indices = at::expand_outplace(indices);
+  } catch (std::exception&) {
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together");
+  }
+  while (indices.size() < static_cast<size_t>(self.dim())) {
+    indices.emplace_back();
+  }
+  Tensor src = self;
+  if (!at::native::hasContiguousSubspace(indices)) {
+    std::tie(src, indices) = at::native::transposeToFront(src, indices);
+  }
+  at::DimVector sizes, strides;
+  int64_t before = 0, after = 0;
+  Tensor first;
+  for (int64_t d = 0; d < src.dim(); ++d) {
+    if (indices[d].defined()) {
+      sizes.push_back(src.size(d));
+      strides.push_back(byte_stride(src, d));
+      first = first.defined() ? first : indices[d];
+    } else {
+      (first.defined() ? after : before) += 1;
+    }
+  }
+  // src over the iteration shape: the dimensions before the indexed ones,
+  // the index's shape (stride 0: the offset comes from the indices), the rest.
+  at::DimVector shape(src.sizes().begin(), src.sizes().begin() + before);
+  at::DimVector st(src.strides().begin(), src.strides().begin() + before);
+  shape.append(first.sizes().begin(), first.sizes().end());
+  st.append(first.dim(), 0);
+  shape.append(src.sizes().end() - after, src.sizes().end());
+  st.append(src.strides().end() - after, src.strides().end());
+  const Tensor restrided = src.as_strided(shape, st);
+  std::vector<Tensor> views;
+  for (const Tensor& index : indices) {
+    if (!index.defined()) {
+      continue;
+    }
+    at::DimVector view(before, 1);
+    view.append(index.sizes().begin(), index.sizes().end());
+    view.append(after, 1);
+    views.push_back(index.to(self.device()).reshape(view));
+  }
+  const Tensor values = value.device() == self.device() ? value : value.to(self.device());
+  at::TensorIteratorConfig config = index_config();
+  config.add_output(restrided).add_const_input(values);
+  for (const Tensor& v : views) {
+    config.add_const_input(v);
+  }
+  auto iter = config.build();
+  launch_index(iter, accumulate ? OR_INDEX_SCATTER_ADD : OR_INDEX_SCATTER, 1, 0, sizes, strides, true);
+}
+
+// arange and linspace: ATen's native functions size and check the output
+// (a 1-D tensor) and call these.
+void arange_kernel(at::TensorIterator& iter, const Scalar& start, const Scalar& /*size*/, const Scalar& step) {
+  launch_positions(OR_POSITION_ARANGE, iter.tensor(0), iter.tensor(0), {start, step});
+}
+
+void linspace_kernel(at::TensorIterator& iter, const Scalar& start, const Scalar& end, int64_t steps) {
+  // integer outputs start from the ends converted to their type, as on CPU
+  const bool integral = !at::isFloatingType(iter.dtype(0));
+  const double a = integral ? static_cast<double>(start.toLong()) : start.toDouble();
+  const double b = integral ? static_cast<double>(end.toLong()) : end.toDouble();
+  const double step = steps > 1 ? (b - a) / static_cast<double>(steps - 1) : 0.0;
+  launch_positions(OR_POSITION_LINSPACE, iter.tensor(0), iter.tensor(0), {a, b, step, steps});
+}
+
+} // namespace
+} // namespace openreg::indexing
+
+namespace at::native {
+using namespace openreg::indexing;
+REGISTER_PRIVATEUSE1_DISPATCH(gather_stub, &gather_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(scatter_stub, &scatter_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(scatter_fill_stub, &scatter_fill_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(scatter_add_stub, &scatter_add_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(scatter_reduce_stub, &scatter_reduce_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(scatter_scalar_reduce_stub, &scatter_scalar_reduce_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(index_stub, &index_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(index_put_stub, &index_put_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(arange_stub, &arange_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(linspace_stub, &linspace_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(index_put_with_sort_stub, &index_put_with_sort_kernel)
+} // namespace at::native
+
+namespace openreg::indexing {
+namespace {
+
+Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index, Tensor& result) {
+  using Op = at::_ops::index_select_out;
+  if (!engine_handles(self, result)) {
+    return fallback<Op>(self, dim, index, result);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  TORCH_CHECK(self.scalar_type() == result.scalar_type(), "index_select(): self and result must have the same scalar "
+              "type");
+  at::assert_no_internal_overlap(result);
+  at::assert_no_overlap(result, self);
+  at::assert_no_overlap(result, index);
+  const Tensor idx = index.reshape({-1});
+  auto sizes = self.sizes().vec();
+  if (self.dim() > 0) {
+    sizes[dim] = idx.numel();
+  }
+  at::native::resize_output(result, sizes);
+  if (result.numel() == 0) {
+    return result;
+  }
+  const Tensor src = at_least_1d(self);
+  const Tensor out = at_least_1d(result);
+  std::vector<int64_t> idx_strides(out.dim(), 0);
+  idx_strides[dim] = idx.stride(0);
+  const Tensor from = restride_dim(src, dim, out.sizes());
+  const Tensor idx_r = idx.as_strided(out.sizes(), idx_strides);
+  auto iter = index_config().add_output(out).add_const_input(from).add_const_input(idx_r).build();
+  launch_index(iter, OR_INDEX_GATHER, 0, 1, {src.size(dim)}, {byte_stride(src, dim)}, false);
+  return result;
+}
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  Tensor result = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, result);
+}
+
+// index_add: ATen's meta checks and shapes; `out` (self, or a copy of it)
+// gets alpha * source scattered-added along dim.
+template <class Form>
+void index_add_run(Form& op, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                   const Scalar& alpha) {
+  auto pre = op.meta(self, dim, index, source, alpha);
+  const Tensor& out = op.maybe_get_output(0);
+  if (!out.is_same(self)) {
+    out.copy_(self);
+  }
+  if (index.numel() == 0) {
+    return;
+  }
+  const Tensor dst = at_least_1d(out);
+  const Tensor src = at_least_1d(source);
+  const Tensor idx = index.reshape({-1});
+  const int64_t d = pre.dim;
+  std::vector<int64_t> idx_strides(src.dim(), 0);
+  idx_strides[d] = idx.stride(0);
+  const Tensor to = restride_dim(dst, d, src.sizes());
+  const Tensor idx_r = idx.as_strided(src.sizes(), idx_strides);
+  auto iter = index_config().add_output(to).add_const_input(src).add_const_input(idx_r).build();
+  launch_index(iter, OR_INDEX_SCATTER_ADD, 1, 0, {dst.size(d)}, {byte_stride(dst, d)}, false, alpha);
+}
+
+using IndexAddMeta = at::meta::structured_index_add;
+
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  using Op = at::_ops::index_add;
+  if (!engine_handles(self, source, alpha)) {
+    return fallback<Op>(self, dim, index, source, alpha);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Functional<IndexAddMeta> op;
+  index_add_run(op, self, dim, index, source, alpha);
+  return std::move(op.outputs_[0]);
+}
+
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  using Op = at::_ops::index_add_;
+  if (!engine_handles(self, source, alpha)) {
+    return fallback<Op>(self, dim, index, source, alpha);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Inplace<IndexAddMeta> op(self);
+  index_add_run(op, self, dim, index, source, alpha);
+  return self;
+}
+
+Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha,
+                      Tensor& out) {
+  using Op = at::_ops::index_add_out;
+  if (!engine_handles(self, source, alpha, out)) {
+    return fallback<Op>(self, dim, index, source, alpha, out);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Out<IndexAddMeta> op(out);
+  index_add_run(op, self, dim, index, source, alpha);
+  return out;
+}
+
+// self.index_fill_(dim, index, value): value scattered to every slice index names.
+Tensor& index_fill_with(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_fill_(): Expected a 1-D index tensor, got ", index.dim(), "-D");
+  TORCH_CHECK(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  at::assert_no_internal_overlap(self);
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN("Use of index_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[index] = tensor");
+  }
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  const Tensor idx = index.reshape({-1});
+  if (idx.numel() == 0 || self.numel() == 0) {
+    return self;
+  }
+  const Tensor dst = at_least_1d(self);
+  auto shape = dst.sizes().vec();
+  shape[dim] = idx.numel();
+  std::vector<int64_t> idx_strides(dst.dim(), 0);
+  idx_strides[dim] = idx.stride(0);
+  const Tensor to = restride_dim(dst, dim, shape);
+  const Tensor from = value.to(self.scalar_type()).expand(shape);
+  const Tensor idx_r = idx.as_strided(shape, idx_strides);
+  auto iter = index_config().add_output(to).add_const_input(from).add_const_input(idx_r).build();
+  launch_index(iter, OR_INDEX_SCATTER, 1, 0, {dst.size(dim)}, {byte_stride(dst, dim)}, true);
+  return self;
+}
+
+Tensor& index_fill_scalar(Tensor& self, int64_t dim, const Tensor& index, const Scalar& value) {
+  using Op = at::_ops::index_fill__int_Scalar;
+  if (!engine_handles(self, value)) {
+    return fallback<Op>(self, dim, index, value);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return index_fill_with(self, dim, index, at::scalar_tensor(value, self.options()));
+}
+
+Tensor& index_fill_tensor(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+  using Op = at::_ops::index_fill__int_Tensor;
+  TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  if (!engine_handles(self, value)) {
+    return fallback<Op>(self, dim, index, value);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return index_fill_with(self, dim, index, value.to(self.device()));
+}
+
+// Advanced indexing's forms (the meta precomputes the indexed sizes and strides).
+template <class Form>
+void index_run(Form& op, const Tensor& self, const c10::List<std::optional<Tensor>>& indices) {
+  auto pre = op.meta(self, at::IOptTensorListRef(indices));
+  op.impl(self, pre.sizes, pre.strides, op.maybe_get_output(0));
+}
+
+Tensor index(const Tensor& self, const c10::List<std::optional<Tensor>>& indices) {
+  using Op = at::_ops::index_Tensor;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, indices);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Functional<at::native::structured_index_out> op;
+  index_run(op, self, indices);
+  return std::move(op.outputs_[0]);
+}
+
+Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, Tensor& out) {
+  using Op = at::_ops::index_Tensor_out;
+  if (!engine_handles(self, out)) {
+    return fallback<Op>(self, indices, out);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Out<at::native::structured_index_out> op(out);
+  index_run(op, self, indices);
+  return out;
+}
+
+// The coordinates of the nonzero elements: counted on the device, the count
+// read back (the output's size depends on it, as on CUDA), then written.
+Tensor& nonzero_out(const Tensor& self, Tensor& result) {
+  using Op = at::_ops::nonzero_out;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, result);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  TORCH_CHECK(result.scalar_type() == at::kLong, "nonzero for openreg tensors expects the out tensor to be int64, "
+              "got ", result.scalar_type());
+  TORCH_CHECK(self.numel() < std::numeric_limits<int>::max(), "nonzero is not supported for tensors with more than "
+              "INT_MAX elements, See https://github.com/pytorch/pytorch/issues/51871");
+  const int64_t count = self.numel() == 0 ? 0 : (self != 0).sum().item<int64_t>();
+  at::native::resize_output(result, {count, self.dim()});
+  launch_nonzero(result, self, count);
+  return result;
+}
+
+Tensor nonzero(const Tensor& self) {
+  Tensor result = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_out(self, result);
+}
+
+// self[mask], with self and mask broadcast together (as CPU does).
+Tensor masked_select(const Tensor& self, const Tensor& mask) {
+  using Op = at::_ops::masked_select;
+  if (!engine_handles(self, mask)) {
+    return fallback<Op>(self, mask);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto [mask_b, self_b] = at::expand_outplace(mask, self);
+  return self_b->index({*mask_b});
+}
+
+// cat: ATen's meta checks shapes and picks the result's dtype and memory
+// format; each input is then copied into its slice on the device (copy_
+// converts dtypes there).
+template <class Form>
+void cat_run(Form& op, const at::ITensorListRef& tensors, int64_t dim) {
+  auto pre = op.meta(tensors, dim);
+  const Tensor& result = op.maybe_get_output(0);
+  if (result.numel() == 0) {
+    return;
+  }
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (t.dim() == 1 && t.numel() == 0) {
+      continue; // the legacy empty tensor, which cat skips
+    }
+    const int64_t n = t.size(pre.dim);
+    if (n > 0) {
+      result.narrow(pre.dim, offset, n).copy_(t);
+    }
+    offset += n;
+  }
+}
+
+bool cat_handles(const at::ITensorListRef& tensors) {
+  bool ok = true;
+  for (const Tensor& t : tensors) {
+    ok = ok && engine_handles(t);
+  }
+  return ok;
+}
+
+Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  using Op = at::_ops::cat;
+  if (!cat_handles(tensors)) {
+    return fallback<Op>(tensors, dim);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Functional<at::meta::structured_cat> op;
+  cat_run(op, tensors, dim);
+  return std::move(op.outputs_[0]);
+}
+
+Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
+  using Op = at::_ops::cat_out;
+  if (!cat_handles(tensors) || !engine_handles(out)) {
+    return fallback<Op>(tensors, dim, out);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Out<at::meta::structured_cat> op(out);
+  cat_run(op, tensors, dim);
+  return out;
+}
+
+// flip: one copy whose source walks the flipped dimensions backwards.
+Tensor flip(const Tensor& self, at::IntArrayRef dims) {
+  using Op = at::_ops::flip;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, dims);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  const auto flipped = at::dim_list_to_bitset(dims, self.dim()); // wraps, rejects repeats
+  Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
+  launch_flip(out, self, flipped.to_ullong());
+  return out;
+}
+
+// roll: ATen's own (narrow and cat, per dimension), on device ops.
+Tensor roll(const Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims) {
+  using Op = at::_ops::roll;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, shifts, dims);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return at::native::roll(self, C10_AS_INTARRAYREF_SLOW(shifts), dims);
+}
+
+// tril / triu: ATen's meta shapes the output; one positional kernel.
+template <or_position_op Op>
+void triangle_impl(at::impl::MetaBase& op, const Tensor& self, int64_t diagonal) {
+  launch_positions(Op, op.maybe_get_output(0), self, {diagonal});
+}
+
+// eye: zeros with ones on the diagonal (a strided view), both device fills.
+Tensor& eye_out(int64_t n, int64_t m, Tensor& result) {
+  using Op = at::_ops::eye_m_out;
+  if (!engine_handles(result)) {
+    return fallback<Op>(n, m, result);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  result.resize_({n, m});
+  result.zero_();
+  if (n > 0 && m > 0) {
+    result.diagonal().fill_(1);
+  }
+  return result;
+}
+
+Tensor& eye_n_out(int64_t n, Tensor& result) {
+  return eye_out(n, n, result);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("flip", TORCH_FN(flip));
+  OPENREG_STRUCTURED(m, tril, triangle_impl<OR_POSITION_TRIL>, tril, tril_, tril_out);
+  OPENREG_STRUCTURED(m, triu, triangle_impl<OR_POSITION_TRIU>, triu, triu_, triu_out);
+  OPENREG_NATIVE(m, arange_start_out, at::native::arange_out);
+  OPENREG_NATIVE(m, linspace_out, at::native::linspace_out);
+  m.impl("roll", TORCH_FN(roll));
+  m.impl("eye.m_out", TORCH_FN(eye_out));
+  m.impl("eye.out", TORCH_FN(eye_n_out));
+  m.impl("cat", TORCH_FN(cat));
+  m.impl("cat.out", TORCH_FN(cat_out));
+  OPENREG_STRUCTURED_NATIVE(m, gather_out, gather, none, gather_out);
+  OPENREG_STRUCTURED_NATIVE(m, scatter_src_out, scatter_src, scatter__src, scatter_src_out);
+  OPENREG_STRUCTURED_NATIVE(m, scatter_value_out, scatter_value, scatter__value, scatter_value_out);
+  OPENREG_STRUCTURED_NATIVE(m, scatter_reduce_out, scatter_reduce, scatter__reduce, scatter_reduce_out);
+  OPENREG_STRUCTURED_NATIVE(m, scatter_value_reduce_out, scatter_value_reduce, scatter__value_reduce,
+                            scatter_value_reduce_out);
+  OPENREG_STRUCTURED_NATIVE(m, scatter_add, scatter_add, scatter_add_, scatter_add_out);
+  m.impl("index_select", TORCH_FN(index_select));
+  m.impl("index_select.out", TORCH_FN(index_select_out));
+  m.impl("index_add", TORCH_FN(index_add));
+  m.impl("index_add_", TORCH_FN(index_add_));
+  m.impl("index_add.out", TORCH_FN(index_add_out));
+  m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_scalar));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor));
+  m.impl("index.Tensor", TORCH_FN(index));
+  m.impl("index.Tensor_out", TORCH_FN(index_out));
+  OPENREG_NATIVE(m, _index_put_impl_, at::native::_index_put_impl_);
+  m.impl("nonzero", TORCH_FN(nonzero));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out));
+  m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
   m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
 }

@@ -52,6 +52,10 @@ DEVICE = {
     "all", "any", "count_nonzero", "var", "var.unbiased", "std", "std.unbiased", "var_mean", "var_mean.unbiased",
     "std_mean", "std_mean.unbiased", "linalg.vector_norm", "norm", "norm.fro", "norm.inf", "logsumexp", "cumsum",
     "cumprod", "masked_fill",
+    # indexing and data movement
+    "cat", "stack", "hstack", "vstack", "flip", "fliplr", "flipud", "roll", "tril", "triu", "repeat", "arange",
+    "linspace", "eye", "gather", "scatter", "scatter_add", "index_select", "index_add", "index_fill", "index_put",
+    "__getitem__", "masked_select", "nonzero", "take_along_dim",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 

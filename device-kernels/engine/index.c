@@ -1,0 +1,282 @@
+/*
+ * The indexing engine of `openreg.engine`: one kernel, `index`, that
+ * gathers or scatters elements through index tensors (see openreg_engine.h):
+ * advanced indexing (`x[idx]`, `x[idx] = v`, with accumulate), gather,
+ * scatter, scatter_add, index_select and index_add.
+ *
+ * The iteration space is walked in a fixed order, dimension 0 innermost, so
+ * when several elements land on one place (scatter with repeated indices)
+ * the last in that order wins, and accumulations add in that order: results
+ * are reproducible.
+ */
+#include "dtype.h"
+
+/* The offset (bytes) of the indexed element for the index tensors' elements at `ptr`. */
+static int64_t indexed_offset(const or_index *p, char *const *ptr) {
+  int64_t off = 0;
+  for (uint32_t k = 0; k < p->nindices; k++) {
+    const char *q = ptr[2 + k];
+    int64_t idx = p->dtypes[2 + k] == OR_I32 ? (int64_t)*(const int32_t *)q : *(const int64_t *)q;
+    const int64_t size = p->indexed_sizes[k];
+    if (idx < 0 && p->wrap) {
+      idx += size;
+    }
+    if (idx < 0 || idx >= size) {
+      TRAP(); /* index out of range: the device-side check */
+    }
+    off += idx * p->indexed_strides[k];
+  }
+  return off;
+}
+
+/* Copies one element of `size` bytes (both operands of one dtype). */
+ALWAYS_INLINE void move_element(char *dst, const char *src, uint32_t size) {
+  switch (size) {
+  case 1:
+    *(uint8_t *)dst = *(const uint8_t *)src;
+    return;
+  case 2:
+    *(uint16_t *)dst = *(const uint16_t *)src;
+    return;
+  case 4:
+    *(uint32_t *)dst = *(const uint32_t *)src;
+    return;
+  default:
+    *(uint64_t *)dst = *(const uint64_t *)src;
+    return;
+  }
+}
+
+/* One element: ptr[0] the direct operand's, ptr[1] the indexed base, ptr[2..] the indices'. */
+static void index_element(const or_index *p, char *const *ptr, uint32_t same_size) {
+  char *indexed = ptr[OR_INDEX_INDEXED] + indexed_offset(p, ptr);
+  char *direct = ptr[OR_INDEX_DIRECT];
+  const uint32_t dd = p->dtypes[OR_INDEX_DIRECT];
+  const uint32_t di = p->dtypes[OR_INDEX_INDEXED];
+  switch (p->op) {
+  case OR_INDEX_GATHER:
+    if (same_size) {
+      move_element(direct, indexed, same_size);
+    } else if (di == OR_I64 || dd == OR_I64) {
+      store_I64(direct, dd, load_I64(indexed, di));
+    } else {
+      store_F64(direct, dd, load_F64(indexed, di));
+    }
+    return;
+  case OR_INDEX_SCATTER:
+    if (same_size) {
+      move_element(indexed, direct, same_size);
+    } else if (di == OR_I64 || dd == OR_I64) {
+      store_I64(indexed, di, load_I64(direct, dd));
+    } else {
+      store_F64(indexed, di, load_F64(direct, dd));
+    }
+    return;
+  case OR_INDEX_SCATTER_MUL:
+    if (p->compute == OR_COMPUTE_I64) {
+      store_I64(indexed, di, (int64_t)((uint64_t)load_I64(indexed, di) * (uint64_t)load_I64(direct, dd)));
+    } else {
+      store_F64(indexed, di, load_F64(indexed, di) * load_F64(direct, dd));
+    }
+    return;
+  default: /* OR_INDEX_SCATTER_ADD */
+    if (p->compute == OR_COMPUTE_I64) {
+      const uint64_t v = (uint64_t)load_I64(indexed, di) + (uint64_t)p->args[0].i * (uint64_t)load_I64(direct, dd);
+      store_I64(indexed, di, (int64_t)v);
+    } else {
+      store_F64(indexed, di, load_F64(indexed, di) + p->args[0].f * load_F64(direct, dd));
+    }
+    return;
+  }
+}
+
+EXPORT(index) void index(const or_index *p) {
+  if (p->op >= OR_INDEX_COUNT || p->ndim < 1 || p->ndim > OR_MAX_DIMS || p->nindices < 1 ||
+      p->nindices > OR_MAX_INDICES ||
+      (p->op >= OR_INDEX_SCATTER_ADD && p->compute != OR_COMPUTE_F64 && p->compute != OR_COMPUTE_I64)) {
+    TRAP();
+  }
+  const uint32_t nt = 2 + p->nindices;
+  for (uint32_t k = 2; k < nt; k++) {
+    if (p->dtypes[k] != OR_I64 && p->dtypes[k] != OR_I32) {
+      TRAP();
+    }
+  }
+  const uint32_t size = dtype_size(p->dtypes[OR_INDEX_DIRECT]);
+  /* Raw moves when both sides have one dtype (the usual case). */
+  const uint32_t same_size = p->dtypes[OR_INDEX_DIRECT] == p->dtypes[OR_INDEX_INDEXED] ? size : 0;
+  (void)dtype_size(p->dtypes[OR_INDEX_INDEXED]);
+  const uint32_t ndim = p->ndim;
+  for (uint32_t d = 0; d < ndim; d++) {
+    if (p->sizes[d] <= 0) {
+      return;
+    }
+  }
+  char *ptr[OR_INDEX_OPERANDS];
+  for (uint32_t k = 0; k < nt; k++) {
+    ptr[k] = device_ptr(p->data[k]);
+  }
+  int64_t counter[OR_MAX_DIMS] = {0};
+  const int64_t n0 = p->sizes[0];
+  for (;;) {
+    char *row[OR_INDEX_OPERANDS];
+    for (uint32_t k = 0; k < nt; k++) {
+      row[k] = ptr[k];
+    }
+    for (int64_t i = 0; i < n0; i++) {
+      index_element(p, row, same_size);
+      for (uint32_t k = 0; k < nt; k++) {
+        row[k] += p->strides[k][0];
+      }
+    }
+    uint32_t d = 1;
+    for (; d < ndim; d++) {
+      for (uint32_t k = 0; k < nt; k++) {
+        ptr[k] += p->strides[k][d];
+      }
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      for (uint32_t k = 0; k < nt; k++) {
+        ptr[k] -= p->strides[k][d] * p->sizes[d];
+      }
+      counter[d] = 0;
+    }
+    if (d >= ndim) {
+      return;
+    }
+  }
+}
+
+EXPORT(nonzero) void nonzero(const or_nonzero *p) {
+  if (p->ndim > OR_MAX_DIMS) {
+    TRAP();
+  }
+  const uint32_t ndim = p->ndim;
+  const uint32_t dtype = p->dtype;
+  const uint32_t es = dtype_size(dtype);
+  for (uint32_t d = 0; d < ndim; d++) {
+    if (p->sizes[d] <= 0) {
+      return;
+    }
+  }
+  const char *in = device_ptr(p->data);
+  char *out = device_ptr(p->out);
+  int64_t counter[OR_MAX_DIMS] = {0};
+  int64_t found = 0;
+  for (;;) {
+    int nz = 0;
+    switch (es) {
+    case 1:
+      nz = *(const uint8_t *)in != 0;
+      break;
+    case 2: /* float16/bfloat16 zero is +0 or -0; int16 likewise has one zero */
+      nz = (*(const uint16_t *)in & (dtype == OR_I16 ? 0xffff : 0x7fff)) != 0;
+      break;
+    case 4:
+      nz = dtype == OR_F32 ? *(const float *)in != 0.0f : *(const uint32_t *)in != 0;
+      break;
+    default:
+      nz = dtype == OR_F64 ? *(const double *)in != 0.0 : *(const uint64_t *)in != 0;
+      break;
+    }
+    if (nz) {
+      if (found >= p->count) {
+        return; /* more than counted: cannot happen in stream order */
+      }
+      char *row = out + found * p->out_strides[0];
+      for (uint32_t d = 0; d < ndim; d++) {
+        *(int64_t *)(row + d * p->out_strides[1]) = counter[d];
+      }
+      found++;
+    }
+    int32_t d = (int32_t)ndim - 1;
+    for (; d >= 0; d--) {
+      in += p->strides[d];
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      in -= p->strides[d] * p->sizes[d];
+      counter[d] = 0;
+    }
+    if (d < 0) {
+      return;
+    }
+  }
+}
+
+EXPORT(positions) void positions(const or_position *p) {
+  if (p->op >= OR_POSITION_COUNT || p->ndim < 1 || p->ndim > OR_MAX_DIMS ||
+      ((p->op == OR_POSITION_TRIL || p->op == OR_POSITION_TRIU) && p->ndim < 2)) {
+    TRAP();
+  }
+  const uint32_t ndim = p->ndim;
+  const uint32_t dtype = p->dtype;
+  const uint32_t es = dtype_size(dtype);
+  for (uint32_t d = 0; d < ndim; d++) {
+    if (p->sizes[d] <= 0) {
+      return;
+    }
+  }
+  char *out = device_ptr(p->data[0]);
+  if (p->op == OR_POSITION_ARANGE || p->op == OR_POSITION_LINSPACE) {
+    const int64_t n = p->sizes[0];
+    const int64_t st = p->strides[0][0];
+    const int64_t halfway = p->op == OR_POSITION_LINSPACE ? p->args[3].i / 2 : n;
+    for (int64_t i = 0; i < n; i++) {
+      if (p->compute == OR_COMPUTE_I64) {
+        const int64_t v = i < halfway ? p->args[0].i + p->args[1].i * i : 0;
+        store_I64(out + i * st, dtype, v);
+      } else if (p->op == OR_POSITION_ARANGE || i < halfway) {
+        store_F64(out + i * st, dtype, p->args[0].f + (p->op == OR_POSITION_ARANGE ? p->args[1].f : p->args[2].f) * (double)i);
+      } else {
+        store_F64(out + i * st, dtype, p->args[1].f - p->args[2].f * (double)(p->args[3].i - i - 1));
+      }
+    }
+    return;
+  }
+  /* TRIL / TRIU over the last two dimensions. */
+  const char *in = device_ptr(p->data[1]);
+  const int64_t k = p->args[0].i;
+  const int lower = p->op == OR_POSITION_TRIL;
+  int64_t counter[OR_MAX_DIMS] = {0};
+  for (;;) {
+    const int64_t i = counter[ndim - 2];
+    const int64_t j = counter[ndim - 1];
+    const int keep = lower ? j - i <= k : j - i >= k;
+    if (keep) {
+      if (out != in) {
+        move_element(out, in, es);
+      }
+    } else {
+      switch (es) {
+      case 1:
+        *(uint8_t *)out = 0;
+        break;
+      case 2:
+        *(uint16_t *)out = 0;
+        break;
+      case 4:
+        *(uint32_t *)out = 0;
+        break;
+      default:
+        *(uint64_t *)out = 0;
+        break;
+      }
+    }
+    int32_t d = (int32_t)ndim - 1;
+    for (; d >= 0; d--) {
+      out += p->strides[0][d];
+      in += p->strides[1][d];
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      out -= p->strides[0][d] * p->sizes[d];
+      in -= p->strides[1][d] * p->sizes[d];
+      counter[d] = 0;
+    }
+    if (d < 0) {
+      return;
+    }
+  }
+}

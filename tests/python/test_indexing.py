@@ -1,0 +1,173 @@
+"""Indexing and data movement on the device engine (`index`, `nonzero`, `positions` kernels,
+and copies): advanced indexing, gather/scatter, index_select/index_add/index_fill,
+masked_select, nonzero, cat/stack, flip/roll, tril/triu, arange/linspace/eye.
+
+Every test runs under the ``error`` fallback policy; CPU is the oracle (exact: these ops move
+values, they do not round them, except arange/linspace and the accumulating ones).
+"""
+
+import pytest
+import torch
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8,
+          torch.uint8, torch.bool]
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    with torch.openreg.fallback_policy("error"):
+        yield
+
+
+def _values(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(0, 100, shape, generator=g).to(dtype)
+
+
+def _dev(*ts):
+    return [t.to("openreg") if isinstance(t, torch.Tensor) else t for t in ts]
+
+
+def _same(actual, expected, exact=True):
+    for a, e in zip(actual, expected) if isinstance(expected, tuple) else [(actual, expected)]:
+        assert a.device.type == "openreg"
+        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
+        if exact:
+            torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0, equal_nan=True)
+        else:
+            torch.testing.assert_close(a.cpu(), e, equal_nan=True)
+
+
+def _check(fn, *args, exact=True):
+    _same(fn(*_dev(*args)), fn(*args), exact)
+
+
+I = torch.tensor([[0, 2], [4, 1]])
+J = torch.tensor([1, 3])
+MOVES = {
+    "index": lambda x, i, j: x[i],
+    "index_negative": lambda x, i, j: x[-1 - i],
+    "index_two": lambda x, i, j: x[i, :, j[:1]],
+    "index_after_slice": lambda x, i, j: x[:, j],
+    "index_non_adjacent": lambda x, i, j: x[j, :, j],
+    "gather": lambda x, i, j: torch.gather(x, 1, torch.ones(5, 3, 7, dtype=torch.long, device=x.device).cumsum(2) % 6),
+    "index_select": lambda x, i, j: x.index_select(2, j),
+    "index_select_0dim": lambda x, i, j: x.index_select(0, j[0]),
+    "take_along_dim": lambda x, i, j: torch.take_along_dim(x, j.view(1, 2, 1), 1),
+    "masked_select": lambda x, i, j: torch.masked_select(x, x != x.flatten()[0]),
+    "nonzero": lambda x, i, j: x.nonzero(),
+    "cat": lambda x, i, j: torch.cat([x, x[:2], x[:0]], 0),
+    "stack": lambda x, i, j: torch.stack([x, x], 2),
+    "flip": lambda x, i, j: x.flip(0, 2),
+    "flip_view": lambda x, i, j: x.transpose(0, 2)[1:].flip(-1),
+    "roll": lambda x, i, j: x.roll((1, -2), (0, 2)),
+    "roll_flat": lambda x, i, j: x.roll(3),
+    "tril": lambda x, i, j: x.tril(),
+    "triu": lambda x, i, j: x.triu(-1),
+    "tril_view": lambda x, i, j: x.transpose(1, 2).tril(2),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", MOVES, ids=str)
+def test_data_movement_matches_cpu_for_every_dtype(op, dtype):
+    _check(MOVES[op], _values((5, 6, 7), dtype), I, J)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16, torch.bool], ids=str)
+def test_puts_and_scatters_match_cpu(dtype):
+    x = _values((5, 6), dtype)
+    v = _values((2, 6), dtype, seed=1)
+    rows = torch.tensor([3, 0])
+    mask = _values((5, 6), torch.bool, seed=2)
+    index = torch.stack([torch.randperm(5)[:3] for _ in range(6)], 1)  # no repeats within a column
+
+    def put(t, r, val):
+        t = t.clone()
+        t[r] = val
+        return t
+
+    def put_mask(t, m):
+        t = t.clone()
+        t[m] = t.flatten()[0].clone()
+        return t
+
+    _check(put, x, rows, v)
+    _check(lambda t, m: put_mask(t, m), x, mask)
+    _check(lambda t, i, s: t.clone().scatter_(0, i, s), x, index, _values((3, 6), dtype, seed=3))
+    _check(lambda t, i: t.clone().scatter_(0, i, 1), x, index)
+    _check(lambda t, r: t.clone().index_fill_(1, r, 0), x, rows)
+    _check(lambda t, r: t.clone().index_fill_(0, r, torch.tensor(1).to(t.device)), x, rows)
+
+
+def test_accumulating_puts_add_repeated_indices_in_order():
+    x = _values((5, 6), torch.float32)
+    src = _values((4, 6), torch.float32, seed=1)
+    rows = torch.tensor([1, 1, 4, 1])
+    _check(lambda t, r, s: t.index_put((r,), s, accumulate=True), x, rows, src, exact=False)
+    _check(lambda t, r, s: t.index_add(0, r, s, alpha=2), x, rows, src, exact=False)
+    index = torch.tensor([[0, 1, 2, 0, 1, 2]] * 4)
+    _check(lambda t, i, s: t.scatter_add(0, i, s), x, index, src, exact=False)
+    _check(lambda t, i, s: t.scatter(0, i, s, reduce="multiply"), x, index, src, exact=False)
+    ints = _values((5, 6), torch.int64)
+    _check(lambda t, r, s: t.index_put((r,), s, accumulate=True), ints, rows, _values((4, 6), torch.int64, seed=1))
+
+
+def test_out_of_range_indices_stop_the_kernel_and_the_device_stays_usable():
+    x = torch.arange(5.0, device="openreg")
+    for bad in (
+        lambda: x[torch.tensor([7], device="openreg")].cpu(),
+        lambda: x[torch.tensor([-6], device="openreg")].cpu(),
+        lambda: x.index_select(0, torch.tensor([5], device="openreg")).cpu(),
+        lambda: torch.gather(x, 0, torch.tensor([-1], device="openreg")).cpu(),
+        lambda: x.clone().index_add_(0, torch.tensor([9], device="openreg"), torch.ones(1, device="openreg")).cpu(),
+    ):
+        with pytest.raises(RuntimeError, match="index is out of range"):
+            bad()
+    assert (x + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_bad_arguments_raise_like_cpu():
+    x = _values((4, 5), torch.float32)
+    with pytest.raises(IndexError):
+        x.to("openreg")[torch.tensor([0.5], device="openreg")]
+    with pytest.raises(RuntimeError, match="index_select"):
+        x.to("openreg").index_select(0, torch.tensor([0.0], device="openreg"))
+    with pytest.raises(IndexError):
+        x.to("openreg").index_select(0, torch.zeros(2, 2, dtype=torch.long, device="openreg"))
+    with pytest.raises(RuntimeError):
+        torch.cat([x.to("openreg"), torch.ones(3, 4, device="openreg")], 1)
+    with pytest.raises(RuntimeError, match="dim"):
+        x.to("openreg").flip(0, 0)
+    with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks"):
+        x.to("openreg").masked_fill_(torch.ones(4, 5, dtype=torch.int64, device="openreg"), 1.0)
+
+
+def test_factories_match_cpu():
+    for kwargs in ({}, {"dtype": torch.float64}, {"dtype": torch.int32}, {"dtype": torch.float16}):
+        _same(torch.arange(0, 10, 3, device="openreg", **kwargs), torch.arange(0, 10, 3, **kwargs))
+        _same(torch.arange(-1.5, 2.5, 0.25, device="openreg", **kwargs), torch.arange(-1.5, 2.5, 0.25, **kwargs),
+              exact=False)
+        _same(torch.linspace(-2, 7.5, 11, device="openreg", **kwargs), torch.linspace(-2, 7.5, 11, **kwargs),
+              exact=False)
+        _same(torch.eye(3, 5, device="openreg", **kwargs), torch.eye(3, 5, **kwargs))
+    _same(torch.linspace(4.3, -3, 50, dtype=torch.int64, device="openreg"), torch.linspace(4.3, -3, 50,
+                                                                                         dtype=torch.int64))
+    _same(torch.arange(0, device="openreg"), torch.arange(0))
+
+
+def test_ops_built_on_these_stay_on_the_device():
+    x = _values((6, 4), torch.float32).to("openreg")
+    torch.openreg.reset_op_counts()
+    emb = torch.nn.functional.embedding(torch.tensor([[0, 5], [2, 2]], device="openreg"), x)
+    top = x[x.sum(1) > 0]
+    both = torch.where(x > 0, x, torch.zeros_like(x)).repeat(2, 1)
+    _same(emb, torch.nn.functional.embedding(torch.tensor([[0, 5], [2, 2]]), x.cpu()))
+    _same(top, x.cpu()[x.cpu().sum(1) > 0])
+    _same(both, torch.where(x.cpu() > 0, x.cpu(), 0).repeat(2, 1))
+    counts = torch.openreg.op_counts()
+    assert all(c.get("fallback", 0) == 0 for c in counts.values()), counts
