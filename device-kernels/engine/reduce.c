@@ -15,13 +15,15 @@
  *     so no division runs per element;
  *   - when the reduced dimension is not the contiguous one (`x.sum(0)` of a
  *     row-major matrix) the simple folds run down columns instead: a tile of
- *     OR_CHUNK neighbouring outputs advances together, one contiguous row of
+ *     OR_COLUMN_TILE neighbouring outputs advance together, one contiguous row of
  *     the input at a time, each output still folded in the same order;
  *   - scans (cumsum, cumprod) write every prefix along dimension 0.
  *
  * Compiled for wasm32 and wasm64 with the elementwise engine (build.rs).
  */
 #include "dtype.h"
+
+#include <wasm_simd128.h>
 
 /* One output element's accumulator: `v` the value (sum, product, extreme,
  * flag), `w` a second value (MINMAX's maximum, VAR's sum of squared
@@ -336,6 +338,91 @@ static void finish_I(const or_reduce *p, const acc_i *a, char *out0, char *out1,
   }
 }
 
+/* ---- float32 rows read contiguously: the common case, in SIMD ---- */
+
+/* The sum of x[0..n) in double: blocks of 64 elements summed in sixteen
+ * float32 lanes (four values each, so a block's error stays near one float32
+ * rounding of its partial sums), each block's lanes then added in double. */
+static double sum_f32_contig(const float *x, int64_t n) {
+  v128_t t0 = wasm_f64x2_splat(0.0), t1 = t0;
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) {
+    v128_t a = wasm_v128_load(x + j), b = wasm_v128_load(x + j + 4);
+    v128_t c = wasm_v128_load(x + j + 8), d = wasm_v128_load(x + j + 12);
+    for (int k = 16; k < 64; k += 16) {
+      a = wasm_f32x4_add(a, wasm_v128_load(x + j + k));
+      b = wasm_f32x4_add(b, wasm_v128_load(x + j + k + 4));
+      c = wasm_f32x4_add(c, wasm_v128_load(x + j + k + 8));
+      d = wasm_f32x4_add(d, wasm_v128_load(x + j + k + 12));
+    }
+    t0 = wasm_f64x2_add(t0, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b)));
+    t1 = wasm_f64x2_add(t1, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(c), wasm_f64x2_promote_low_f32x4(d)));
+    a = wasm_i32x4_shuffle(a, a, 2, 3, 0, 1);
+    b = wasm_i32x4_shuffle(b, b, 2, 3, 0, 1);
+    c = wasm_i32x4_shuffle(c, c, 2, 3, 0, 1);
+    d = wasm_i32x4_shuffle(d, d, 2, 3, 0, 1);
+    t0 = wasm_f64x2_add(t0, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b)));
+    t1 = wasm_f64x2_add(t1, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(c), wasm_f64x2_promote_low_f32x4(d)));
+  }
+  const v128_t s = wasm_f64x2_add(t0, t1);
+  double total = wasm_f64x2_extract_lane(s, 0) + wasm_f64x2_extract_lane(s, 1);
+  for (; j < n; j++) {
+    total += (double)x[j];
+  }
+  return total;
+}
+
+/* The maximum (minimum) of x[0..n), n > 0, NaN propagating: a plain
+ * per-lane max (x86's maxps, as wasm's pmax), with a separate record of
+ * whether any NaN was seen. */
+static float extreme_f32_contig(const float *x, int64_t n, int want_max) {
+  float r = x[0];
+  int64_t j = 0;
+  if (n >= 8) {
+    v128_t a = wasm_v128_load(x), b = wasm_v128_load(x + 4);
+    v128_t nan = wasm_v128_or(wasm_f32x4_ne(a, a), wasm_f32x4_ne(b, b));
+    for (j = 8; j + 8 <= n; j += 8) {
+      const v128_t u = wasm_v128_load(x + j), v = wasm_v128_load(x + j + 4);
+      a = want_max ? wasm_f32x4_pmax(a, u) : wasm_f32x4_pmin(a, u);
+      b = want_max ? wasm_f32x4_pmax(b, v) : wasm_f32x4_pmin(b, v);
+      nan = wasm_v128_or(nan, wasm_v128_or(wasm_f32x4_ne(u, u), wasm_f32x4_ne(v, v)));
+    }
+    if (wasm_v128_any_true(nan)) {
+      return __builtin_nanf("");
+    }
+    a = want_max ? wasm_f32x4_pmax(a, b) : wasm_f32x4_pmin(a, b);
+    for (int l = 0; l < 4; l++) {
+      const float y = wasm_f32x4_extract_lane(a, 0);
+      r = (want_max ? y > r : y < r) ? y : r;
+      a = wasm_i32x4_shuffle(a, a, 1, 2, 3, 0);
+    }
+  }
+  for (; j < n; j++) {
+    r = (r != r) ? r : ((want_max ? x[j] > r : x[j] < r) || x[j] != x[j]) ? x[j] : r;
+  }
+  return r;
+}
+
+/* A whole contiguous float32 row folded at once, for the ops above; 0 if
+ * the row or op is not one of them. */
+static int fold_f32_row(uint32_t op, acc_f *a, const char *row, int64_t n) {
+  const float *x = (const float *)row;
+  switch (op) {
+  case OR_REDUCE_SUM:
+  case OR_REDUCE_MEAN:
+    a->v += sum_f32_contig(x, n);
+    return 1;
+  case OR_REDUCE_MAX:
+  case OR_REDUCE_MIN: {
+    const double y = (double)extreme_f32_contig(x, n, op == OR_REDUCE_MAX);
+    a->v = ((op == OR_REDUCE_MAX ? y > a->v : y < a->v) || y != y || a->v != a->v) ? (a->v != a->v ? a->v : y) : a->v;
+    return 1;
+  }
+  default:
+    return 0;
+  }
+}
+
 /* A chunk of the input as doubles: float32 rows (the common case) without
  * the per-element dtype switch. */
 static void load_f64(double *dst, const char *p, int64_t stride, uint32_t dtype, int64_t m) {
@@ -356,7 +443,7 @@ static int is_scan(uint32_t op) {
  * One output element (or, for scans, one line of outputs): folds the input
  * slice at `in` over dimensions [0, nreduce), dimension 0 innermost.
  */
-#define OR_DEFINE_REDUCE_ONE(S, T, ACC, LOAD, STORE_ROW)                                        \
+#define OR_DEFINE_REDUCE_ONE(S, T, ACC, LOAD, STORE_ROW, FAST_ROW)                              \
   static void reduce_one_##S(const or_reduce *p, const char *in, char *out0, char *out1,         \
                              int64_t count) {                                                     \
     T buf[OR_CHUNK];                                                                              \
@@ -377,11 +464,14 @@ static int is_scan(uint32_t op) {
     }                                                                                             \
     int64_t counter[OR_MAX_DIMS] = {0};                                                           \
     const char *row = in;                                                                         \
+    const int fast = dt == OR_F32 && s0 == 4;                                                     \
     for (;;) {                                                                                    \
-      for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                                \
-        const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                  \
-        LOAD(buf, row + k * s0, s0, dt, m);                                                       \
-        fold_##S(p->op, &a, buf, m, k, p);                                                        \
+      if (!(fast && FAST_ROW(p->op, &a, row, n0))) {                                              \
+        for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                              \
+          const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                \
+          LOAD(buf, row + k * s0, s0, dt, m);                                                     \
+          fold_##S(p->op, &a, buf, m, k, p);                                                      \
+        }                                                                                         \
       }                                                                                           \
       uint32_t d = 1;                                                                             \
       for (; d < nr; d++) {                                                                       \
@@ -399,8 +489,9 @@ static int is_scan(uint32_t op) {
     finish_##S(p, &a, out0, out1, count);                                                         \
   }
 
-OR_DEFINE_REDUCE_ONE(F, double, acc_f, load_f64, store_row_F64)
-OR_DEFINE_REDUCE_ONE(I, int64_t, acc_i, load_i64, store_row_I64)
+#define NO_FAST_ROW(op, a, row, n) 0
+OR_DEFINE_REDUCE_ONE(F, double, acc_f, load_f64, store_row_F64, fold_f32_row)
+OR_DEFINE_REDUCE_ONE(I, int64_t, acc_i, load_i64, store_row_I64, NO_FAST_ROW)
 
 /* The folds that run down columns: one accumulator per element, combined in
  * reduction order, so each output is the plain sequential fold. */
@@ -447,11 +538,15 @@ static void combine_column(uint32_t op, double *acc, const double *x, int64_t m)
   }
 }
 
+/* Outputs reduced together down columns: long contiguous row segments
+ * stream well, and the accumulators (16 KiB) stay in the L1 cache. */
+#define OR_COLUMN_TILE 2048
+
 /* Outputs [0, m) along dimension `o` (the first output dimension, contiguous
  * in the input), all reduced together. */
 static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m, int64_t count) {
-  double acc[OR_CHUNK];
-  double buf[OR_CHUNK];
+  double acc[OR_COLUMN_TILE];
+  double buf[OR_COLUMN_TILE];
   const acc_f a0 = init_F(p);
   for (int64_t j = 0; j < m; j++) {
     acc[j] = a0.v;
@@ -461,9 +556,22 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
   const int64_t es = p->strides[OR_REDUCE_IN][o];
   int64_t counter[OR_MAX_DIMS] = {0};
   const char *row = in;
+  const int f32_sum = dt == OR_F32 && es == 4 && (p->op == OR_REDUCE_SUM || p->op == OR_REDUCE_MEAN);
   for (;;) {
-    load_f64(buf, row, es, dt, m);
-    combine_column(p->op, acc, buf, m);
+    if (f32_sum) {
+      const float *x = (const float *)row;
+      int64_t j = 0;
+      for (; j + 4 <= m; j += 4) {
+        const v128_t u = wasm_v128_load(x + j);
+        wasm_v128_store(acc + j, wasm_f64x2_add(wasm_v128_load(acc + j), wasm_f64x2_promote_low_f32x4(u)));
+        wasm_v128_store(acc + j + 2, wasm_f64x2_add(wasm_v128_load(acc + j + 2),
+                                                    wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1))));
+      }
+      for (; j < m; j++) acc[j] += (double)x[j];
+    } else {
+      load_f64(buf, row, es, dt, m);
+      combine_column(p->op, acc, buf, m);
+    }
     uint32_t d = 0;
     for (; d < nr; d++) {
       row += p->strides[OR_REDUCE_IN][d];
@@ -532,8 +640,8 @@ EXPORT(reduce) void reduce(const or_reduce *p) {
   for (;;) {
     if (columns) {
       const int64_t n = p->sizes[nr];
-      for (int64_t t = 0; t < n; t += OR_CHUNK) {
-        const int64_t m = n - t < OR_CHUNK ? n - t : OR_CHUNK;
+      for (int64_t t = 0; t < n; t += OR_COLUMN_TILE) {
+        const int64_t m = n - t < OR_COLUMN_TILE ? n - t : OR_COLUMN_TILE;
         reduce_columns(p, in + t * p->strides[OR_REDUCE_IN][nr], out0 + t * p->strides[OR_REDUCE_OUT0][nr], nr, m,
                        count);
       }
