@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 # The python crate's build script finds torch through this virtualenv.
 export VIRTUAL_ENV := $(VENV)
 
-.PHONY: demo test bench deps venv develop lint rust-test py-test fmt clean
+.PHONY: demo test bench coverage deps venv develop lint rust-test py-test fmt clean
 
 deps:
 	@scripts/install-deps.sh
@@ -50,6 +50,10 @@ test: lint rust-test py-test
 bench: develop
 	$(CARGO) run -q --release -p openreg-host --example bench -- --markdown docs/performance.md
 	$(PY) benchmarks/torch_bench.py --markdown docs/performance.md
+
+# Which OpInfo ops the devices compute themselves (docs/op-coverage.md; a few minutes).
+coverage: develop
+	$(PY) -m torch_openreg.coverage --out docs/op-coverage.md
 
 fmt:
 	$(CARGO) fmt --all

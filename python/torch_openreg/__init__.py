@@ -27,7 +27,19 @@ from __future__ import annotations
 import atexit
 import time
 
-import torch
+
+def _autoload() -> None:
+    """The ``torch.backends`` entry point: ``import torch`` calls it.
+
+    Importing the package registers everything (``_register`` below). It is
+    defined before ``import torch`` so that importing ``torch_openreg`` first
+    works too: torch's import then loads this entry point from the package
+    while the package is still being imported, finds it, and the package
+    registers itself once torch is ready.
+    """
+
+
+import torch  # noqa: E402 - after _autoload, see its docstring
 
 __all__ = ["BACKEND_NAME"]
 
@@ -75,13 +87,6 @@ def _let_autograd_threads_finish() -> None:
     microseconds away, so a short pause at exit closes the window in practice.
     """
     time.sleep(0.005)
-
-
-def _autoload() -> None:
-    """The ``torch.backends`` entry point: ``import torch`` calls it.
-
-    Importing the package has already registered everything.
-    """
 
 
 _register()

@@ -32,3 +32,23 @@ def test_autoload_can_be_switched_off(tmp_path):
     assert result.returncode != 0, result.stdout
     assert "openreg" in result.stderr
     assert "torch_openreg" not in result.stdout
+
+
+def test_imports_work_in_any_order(tmp_path):
+    for autoload in ("1", "0"):
+        for imports in ("import torch_openreg\nimport torch", "import torch\nimport torch_openreg",
+                        "import torch_openreg.coverage\nimport torch"):
+            env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
+            code = imports + "\nprint((torch.ones(2, device='openreg') + 1).cpu().tolist())"
+            result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                                    text=True, timeout=300)
+            assert result.returncode == 0, (autoload, imports, result.stderr)
+            assert result.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_the_coverage_tool_runs_as_a_module(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "torch_openreg.coverage", "--ops", "add,special.zeta", "--out", "-"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "| `add` | device |" in result.stdout
+    assert "| `special.zeta` | fallback | 0 | aten::special_zeta |" in result.stdout
