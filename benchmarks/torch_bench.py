@@ -56,7 +56,8 @@ SMALL = [
     ("torch.add(x, y, out=o)", lambda d: (torch.ones(1, device=d), torch.ones(1, device=d), torch.empty(1, device=d)),
      lambda x, y, o: torch.add(x, y, out=o)),
     ("x.exp()", lambda d: (torch.ones(1, device=d),), torch.exp),
-    ("x.sin() (CPU fallback)", lambda d: (torch.ones(1, device=d),), torch.sin),
+    ("x.sin()", lambda d: (torch.ones(1, device=d),), torch.sin),
+    ("x.sinh() (CPU fallback)", lambda d: (torch.ones(1, device=d),), torch.sinh),
 ]
 
 # ---- blocking round trips: each one waits for the device ----

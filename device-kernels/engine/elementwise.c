@@ -262,7 +262,32 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(SOFTPLUS_BACKWARD, 2, T, b * A0 > A1 ? a : a * m_exp_##SUFFIX(b * A0) / (m_exp_##SUFFIX(b * A0) + (T)1)) \
   X(LEAKY_RELU_BACKWARD, 2, T, a > (T)0 ? b : b * A0)                                               \
   X(ELU_BACKWARD, 2, T, b <= (T)0 ? a * A2 * A0 * m_exp_##SUFFIX(b * A2) : a * A1)                     \
-  X(ELU_BACKWARD_RESULT, 2, T, b <= (T)0 ? a * A2 * (b + A0) : a * A1)
+  X(ELU_BACKWARD_RESULT, 2, T, b <= (T)0 ? a * A2 * (b + A0) : a * A1)                                \
+  X(SIN, 1, T, (T)m_sin_f64((double)a))                                                               \
+  X(COS, 1, T, (T)m_cos_f64((double)a))                                                               \
+  X(TAN, 1, T, (T)m_tan_f64((double)a))                                                               \
+  X(POW, 2, T, (T)m_pow_f64((double)a, (double)b))                                                    \
+  X(POW_SCALAR, 1, T, (T)m_pow_f64((double)a, (double)A0))                                            \
+  X(NAN_TO_NUM, 1, T, F_ISNAN(a) ? A0 : a == (T)__builtin_inf() ? A1 : a == -(T)__builtin_inf() ? A2 : a) \
+  X(HARDTANH_BACKWARD, 2, T, (b <= A0 || b >= A1) ? (T)0 : a)                                        \
+  X(CLAMP_TENSOR, 3, T, F_ISNAN(b) ? b : F_ISNAN(c) ? c : F_ISNAN(a) ? a : F_MIN(F_MAX(a, b), c))
+
+/* Integer powers as CPU computes them: by squaring, wrapping; a negative
+ * exponent gives 1 for base 1, +-1 for base -1, and 0 otherwise. */
+static int64_t i_pow(int64_t base, int64_t exp) {
+  if (exp < 0) {
+    return base == 1 ? 1 : base == -1 ? ((exp & 1) ? -1 : 1) : 0;
+  }
+  uint64_t r = 1, b = (uint64_t)base, e = (uint64_t)exp;
+  while (e) {
+    if (e & 1) {
+      r *= b;
+    }
+    b *= b;
+    e >>= 1;
+  }
+  return (int64_t)r;
+}
 
 /* Integer ops, in int64 with wrapping arithmetic (through uint64). */
 #define I_WRAP(expr) ((int64_t)(expr))
@@ -346,7 +371,15 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
   X(SOFTPLUS_BACKWARD, 2, int64_t, (TRAP(), a))                                                       \
   X(LEAKY_RELU_BACKWARD, 2, int64_t, (TRAP(), a))                                                     \
   X(ELU_BACKWARD, 2, int64_t, (TRAP(), a))                                                            \
-  X(ELU_BACKWARD_RESULT, 2, int64_t, (TRAP(), a))
+  X(ELU_BACKWARD_RESULT, 2, int64_t, (TRAP(), a))                                                    \
+  X(SIN, 1, int64_t, (TRAP(), a))                                                                     \
+  X(COS, 1, int64_t, (TRAP(), a))                                                                     \
+  X(TAN, 1, int64_t, (TRAP(), a))                                                                     \
+  X(POW, 2, int64_t, i_pow(a, b))                                                                     \
+  X(POW_SCALAR, 1, int64_t, i_pow(a, A0))                                                             \
+  X(NAN_TO_NUM, 1, int64_t, (TRAP(), a))                                                              \
+  X(HARDTANH_BACKWARD, 2, int64_t, (TRAP(), a))                                                      \
+  X(CLAMP_TENSOR, 3, int64_t, I_MIN(I_MAX(a, b), c))
 
 /* ---- row loops ---- */
 

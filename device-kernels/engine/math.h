@@ -312,4 +312,96 @@ MATH_INLINE double m_pow_nonneg_f64(double x, double y) {
   return m_exp_f64(y * m_log_f64(x));
 }
 
+/* ---- sin, cos, tan (double; float32 rounds the double result) ----
+ * x = k pi/2 + r with |r| <= pi/4: k = rint(x 2/pi), r from pi/2 split in
+ * three parts (33, 33 and 53 bits, so k * part is exact for |k| < 2^20,
+ * |x| below about 1.6e6; beyond that the reduction loses accuracy), then
+ * Taylor series of sin and cos on r, to r^21 and r^20. */
+MATH_INLINE double m_sin_poly(double r) {
+  const double z = r * r;
+  double p = -1.0 / 51090942171709440000.0; /* -1/21! */
+  p = p * z + 1.0 / 121645100408832000.0;
+  p = p * z - 1.0 / 355687428096000.0;
+  p = p * z + 1.0 / 1307674368000.0;
+  p = p * z - 1.0 / 6227020800.0;
+  p = p * z + 1.0 / 39916800.0;
+  p = p * z - 1.0 / 362880.0;
+  p = p * z + 1.0 / 5040.0;
+  p = p * z - 1.0 / 120.0;
+  p = p * z + 1.0 / 6.0;
+  return r - r * z * p;
+}
+
+MATH_INLINE double m_cos_poly(double r) {
+  const double z = r * r;
+  double p = 1.0 / 2432902008176640000.0; /* 1/20! */
+  p = p * z - 1.0 / 6402373705728000.0;
+  p = p * z + 1.0 / 20922789888000.0;
+  p = p * z - 1.0 / 87178291200.0;
+  p = p * z + 1.0 / 479001600.0;
+  p = p * z - 1.0 / 3628800.0;
+  p = p * z + 1.0 / 40320.0;
+  p = p * z - 1.0 / 720.0;
+  p = p * z + 1.0 / 24.0;
+  p = p * z - 0.5;
+  return 1.0 + z * p;
+}
+
+/* sin (quadrant q = 0) or cos (q = 1) of x. */
+MATH_INLINE double m_sincos_f64(double x, int64_t q) {
+  if (!(__builtin_fabs(x) < __builtin_inf())) {
+    return x - x; /* NaN for NaN and +-inf */
+  }
+  const double k = __builtin_rint(x * 0.6366197723675814);
+  const double r = ((x - k * 1.5707963267341256) - k * 6.077100506303966e-11) - k * 2.0222662487959506e-21;
+  const int64_t n = ((int64_t)k + q) & 3;
+  const double v = (n & 1) ? m_cos_poly(r) : m_sin_poly(r);
+  return (n & 2) ? -v : v;
+}
+
+MATH_INLINE double m_sin_f64(double x) {
+  return m_sincos_f64(x, 0);
+}
+
+MATH_INLINE double m_cos_f64(double x) {
+  return m_sincos_f64(x, 1);
+}
+
+MATH_INLINE double m_tan_f64(double x) {
+  return m_sincos_f64(x, 0) / m_sincos_f64(x, 1);
+}
+
+/* x^y as C's pow: integer powers by squaring (|y| <= 1024), others as
+ * e^(y ln|x|), with pow's special cases for signs, zeros and infinities. */
+MATH_INLINE double m_pow_f64(double x, double y) {
+  if (y == 0.0 || x == 1.0 || (x == -1.0 && __builtin_fabs(y) == __builtin_inf())) {
+    return 1.0;
+  }
+  if (x != x || y != y) {
+    return x + y;
+  }
+  const int integral = __builtin_floor(y) == y;
+  const int odd = integral && __builtin_fabs(y) < 9007199254740992.0 && ((int64_t)y & 1);
+  if (x < 0.0 && !integral && __builtin_fabs(x) != __builtin_inf()) {
+    return __builtin_nan("");
+  }
+  double r;
+  if (integral && __builtin_fabs(y) <= 1024.0) {
+    double base = __builtin_fabs(x);
+    uint64_t e = (uint64_t)__builtin_fabs(y);
+    r = 1.0;
+    while (e) {
+      if (e & 1) {
+        r *= base;
+      }
+      base *= base;
+      e >>= 1;
+    }
+    r = y < 0.0 ? 1.0 / r : r;
+  } else {
+    r = m_pow_nonneg_f64(__builtin_fabs(x), y);
+  }
+  return (x < 0.0 || (x == 0.0 && __builtin_signbit(x))) && odd ? -r : r;
+}
+
 #endif /* OPENREG_ENGINE_MATH_H */

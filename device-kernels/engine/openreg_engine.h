@@ -140,7 +140,15 @@ enum or_compute {
   X(SOFTPLUS_BACKWARD, 2, FLOAT) /* a: grad, b: input; beta args[0], threshold args[1] */     \
   X(LEAKY_RELU_BACKWARD, 2, FLOAT) /* a: input, b: grad; slope args[0] */                    \
   X(ELU_BACKWARD, 2, FLOAT)  /* a: grad, b: input; args as ELU */                             \
-  X(ELU_BACKWARD_RESULT, 2, FLOAT) /* a: grad, b: ELU's output; args as ELU */
+  X(ELU_BACKWARD_RESULT, 2, FLOAT) /* a: grad, b: ELU's output; args as ELU */ \
+  X(SIN, 1, FLOAT)                                                                            \
+  X(COS, 1, FLOAT)                                                                            \
+  X(TAN, 1, FLOAT)                                                                            \
+  X(POW, 2, NUM)             /* a ** b; integers by squaring, negative exponents as CPU */    \
+  X(POW_SCALAR, 1, NUM)      /* a ** args[0] */                                               \
+  X(NAN_TO_NUM, 1, FLOAT)    /* NaN -> args[0], +inf -> args[1], -inf -> args[2] */           \
+  X(HARDTANH_BACKWARD, 2, FLOAT) /* a: grad, b: input; min args[0], max args[1] */ \
+  X(CLAMP_TENSOR, 3, ANY)    /* min(max(a, b), c); a NaN anywhere gives NaN */
 
 enum or_kinds {
   OR_KINDS_ANY = 0,

@@ -19,17 +19,22 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/Activation.h>
 #include <ATen/native/Fill.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/native/UnaryOps.h>
 #include <ATen/ops/abs_native.h>
 #include <ATen/ops/fill_native.h>
+#include <ATen/ops/clamp_meta.h>
 #include <ATen/ops/floor_divide_native.h>
+#include <ATen/ops/hardtanh_backward_native.h>
+#include <ATen/ops/hardtanh_native.h>
 #include <ATen/ops/isnan_native.h>
 #include <ATen/ops/logical_and_native.h>
 #include <ATen/ops/logical_not_native.h>
 #include <ATen/ops/logical_or_native.h>
 #include <ATen/ops/logical_xor_native.h>
+#include <ATen/ops/nan_to_num_native.h>
 #include <ATen/ops/relu_native.h>
 #include <ATen/ops/where_native.h>
 #include <ATen/ops/zero_native.h>
@@ -104,29 +109,38 @@ void bitwise_not_impl(TensorIteratorBase& iter, const Tensor&) {
 // A clamp bound as CPU applies it: NaN makes every element NaN; on integer
 // tensors, a bound past the dtype's range on the side that would clamp
 // everything raises, and one past the other side clamps nothing.
-template <bool IsMin>
-void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bound) {
-  const auto dtype = iter.common_dtype();
-  if (bound.isFloatingPoint() && std::isnan(bound.toDouble())) {
-    launch_elementwise(iter, OR_OP_FILL, {bound}, OR_COMPUTE_F64);
-    return;
-  }
+// A clamp bound for integer tensors, checked and brought into the dtype's
+// range as CPU does.
+Scalar clamp_bound(at::ScalarType dtype, const Scalar& bound, bool is_min) {
   Scalar effective = bound;
   if (is_integral(dtype) && dtype != at::kBool && bound.isIntegral(/*includeBool=*/false)) {
     const int64_t value = bound.toLong();
     AT_DISPATCH_INTEGRAL_TYPES(dtype, "clamp", [&] {
       const int64_t lo = std::numeric_limits<scalar_t>::lowest();
       const int64_t hi = std::numeric_limits<scalar_t>::max();
-      TORCH_CHECK(IsMin ? value <= hi : value >= lo, "Clamp ", IsMin ? "min" : "max", " value ", value,
+      TORCH_CHECK(is_min ? value <= hi : value >= lo, "Clamp ", is_min ? "min" : "max", " value ", value,
                   " is outside the representable range of ", c10::toString(dtype));
       effective = std::clamp(value, lo, hi);
     });
   }
-  launch_elementwise(iter, IsMin ? OR_OP_CLAMP_MIN : OR_OP_CLAMP_MAX, {effective});
+  return effective;
+}
+
+template <bool IsMin>
+void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bound) {
+  if (bound.isFloatingPoint() && std::isnan(bound.toDouble())) {
+    iter.output(0).fill_(bound); // a NaN bound makes every element NaN, as on CPU
+    return;
+  }
+  launch_elementwise(iter, IsMin ? OR_OP_CLAMP_MIN : OR_OP_CLAMP_MAX, {clamp_bound(iter.common_dtype(), bound, IsMin)});
 }
 
 // ATen's threshold metas build (out, x, other): out = x <= threshold ? value : other,
 // with other = x for threshold and (x, other) = (self, grad_output) for its backward.
+void pow_scalar_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& exponent) {
+  launch_elementwise(iter, OR_OP_POW_SCALAR, {exponent});
+}
+
 void threshold_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& threshold, const Scalar& value) {
   launch_elementwise(iter, OR_OP_THRESHOLD, {threshold, value});
 }
@@ -188,6 +202,119 @@ void elu_backward_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& al
                      {alpha.toDouble() * scale.toDouble(), scale, input_scale});
 }
 
+// clamp with Scalar bounds: ATen's meta takes the bounds as OptionalScalarRef,
+// so its three forms are written out (the NaN rule is CPU's: a NaN bound
+// makes every element NaN).
+template <class Form>
+void clamp_run(Form& op, const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  op.meta(self, min ? at::OptionalScalarRef(&*min) : at::OptionalScalarRef(),
+          max ? at::OptionalScalarRef(&*max) : at::OptionalScalarRef());
+  const auto is_nan = [](const std::optional<Scalar>& bound) {
+    return bound && bound->isFloatingPoint() && std::isnan(bound->toDouble());
+  };
+  if (is_nan(min) || is_nan(max)) {
+    op.maybe_get_output(0).fill_(std::numeric_limits<double>::quiet_NaN());
+  } else if (min && max) {
+    const auto dtype = op.common_dtype();
+    launch_elementwise(op, OR_OP_CLAMP, {clamp_bound(dtype, *min, true), clamp_bound(dtype, *max, false)});
+  } else if (min) {
+    launch_elementwise(op, OR_OP_CLAMP_MIN, {clamp_bound(op.common_dtype(), *min, true)});
+  } else {
+    launch_elementwise(op, OR_OP_CLAMP_MAX, {clamp_bound(op.common_dtype(), *max, false)});
+  }
+}
+
+// clamp with tensor bounds: ATen's meta builds (out, self[, min][, max]).
+void clamp_tensor_impl(TensorIteratorBase& iter, const Tensor&, at::OptionalTensorRef min, at::OptionalTensorRef max) {
+  if (min && max) {
+    launch_elementwise(iter, OR_OP_CLAMP_TENSOR);
+  } else {
+    launch_elementwise(iter, min ? OR_OP_MAXIMUM : OR_OP_MINIMUM);
+  }
+}
+
+template <class Form>
+void clamp_tensor_run(Form& op, const Tensor& self, const std::optional<Tensor>& min,
+                      const std::optional<Tensor>& max) {
+  const auto ref = [](const std::optional<Tensor>& t) {
+    return t && t->defined() ? at::OptionalTensorRef(*t) : at::OptionalTensorRef();
+  };
+  op.meta(self, ref(min), ref(max));
+  clamp_tensor_impl(op, self, ref(min), ref(max));
+}
+
+using ClampTensorMeta = at::meta::structured_clamp_Tensor;
+
+Tensor clamp_tensor(const Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  using Op = at::_ops::clamp_Tensor;
+  if (!structured::engine_handles(self, min, max)) {
+    return structured::fallback<Op>(self, min, max);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  structured::Functional<ClampTensorMeta> op;
+  clamp_tensor_run(op, self, min, max);
+  return std::move(op.outputs_[0]);
+}
+
+Tensor& clamp_tensor_(Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  using Op = at::_ops::clamp__Tensor;
+  if (!structured::engine_handles(self, min, max)) {
+    return structured::fallback<Op>(self, min, max);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  structured::Inplace<ClampTensorMeta> op(self);
+  clamp_tensor_run(op, self, min, max);
+  return self;
+}
+
+Tensor& clamp_tensor_out(const Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max,
+                         Tensor& out) {
+  using Op = at::_ops::clamp_Tensor_out;
+  if (!structured::engine_handles(self, min, max, out)) {
+    return structured::fallback<Op>(self, min, max, out);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  structured::Out<ClampTensorMeta> op(out);
+  clamp_tensor_run(op, self, min, max);
+  return out;
+}
+
+using ClampMeta = at::meta::structured_clamp;
+
+Tensor clamp(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  using Op = at::_ops::clamp;
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<Op>(self, min, max);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  structured::Functional<ClampMeta> op;
+  clamp_run(op, self, min, max);
+  return std::move(op.outputs_[0]);
+}
+
+Tensor& clamp_(Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  using Op = at::_ops::clamp_;
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<Op>(self, min, max);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  structured::Inplace<ClampMeta> op(self);
+  clamp_run(op, self, min, max);
+  return self;
+}
+
+Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max,
+                  Tensor& out) {
+  using Op = at::_ops::clamp_out;
+  if (!structured::engine_handles(self, out)) {
+    return structured::fallback<Op>(self, min, max, out);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  structured::Out<ClampMeta> op(out);
+  clamp_run(op, self, min, max);
+  return out;
+}
+
 } // namespace
 } // namespace openreg::elementwise
 
@@ -199,6 +326,20 @@ namespace {
 using namespace openreg::engine;
 using openreg::engine::compute_of;
 using openreg::engine::launch_elementwise;
+
+void openreg_nan_to_num(TensorIteratorBase& iter, std::optional<double> nan, std::optional<double> pos_inf,
+                        std::optional<double> neg_inf) {
+  double highest = 0.0, lowest = 0.0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, iter.dtype(0), "nan_to_num", [&] {
+    highest = static_cast<double>(std::numeric_limits<scalar_t>::max());
+    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+  });
+  launch_elementwise(iter, OR_OP_NAN_TO_NUM, {nan.value_or(0.0), pos_inf.value_or(highest), neg_inf.value_or(lowest)});
+}
+
+void openreg_hardtanh_backward(TensorIterator& iter, const Scalar& min, const Scalar& max) {
+  launch_elementwise(iter, OR_OP_HARDTANH_BACKWARD, {min, max});
+}
 
 void openreg_abs(TensorIteratorBase& iter) {
   launch_elementwise(iter, OR_OP_ABS);
@@ -244,6 +385,8 @@ REGISTER_PRIVATEUSE1_DISPATCH(where_kernel, &openreg_where)
 REGISTER_PRIVATEUSE1_DISPATCH(div_floor_stub, &openreg_div_floor)
 REGISTER_PRIVATEUSE1_DISPATCH(div_trunc_stub, &openreg_div_trunc)
 REGISTER_PRIVATEUSE1_DISPATCH(fill_stub, &openreg_fill)
+REGISTER_PRIVATEUSE1_DISPATCH(nan_to_num_stub, &openreg_nan_to_num)
+REGISTER_PRIVATEUSE1_DISPATCH(hardtanh_backward_stub, &openreg_hardtanh_backward)
 
 } // namespace at::native
 
@@ -321,6 +464,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, tanh, unary_impl<OR_OP_TANH>, tanh, tanh_, tanh_out);
   OPENREG_STRUCTURED(m, sigmoid, unary_impl<OR_OP_SIGMOID>, sigmoid, sigmoid_, sigmoid_out);
   OPENREG_STRUCTURED(m, erf, unary_impl<OR_OP_ERF>, erf, erf_, erf_out);
+  OPENREG_STRUCTURED(m, sin, unary_impl<OR_OP_SIN>, sin, sin_, sin_out);
+  OPENREG_STRUCTURED(m, cos, unary_impl<OR_OP_COS>, cos, cos_, cos_out);
+  OPENREG_STRUCTURED(m, tan, unary_impl<OR_OP_TAN>, tan, tan_, tan_out);
+  OPENREG_STRUCTURED(m, pow_Tensor_Tensor, binary_impl<OR_OP_POW>, pow_Tensor_Tensor, pow__Tensor,
+                     pow_Tensor_Tensor_out);
+  OPENREG_STRUCTURED(m, pow_Tensor_Scalar, pow_scalar_impl, pow_Tensor_Scalar, pow__Scalar, pow_Tensor_Scalar_out);
+  m.impl("clamp", TORCH_FN(clamp));
+  m.impl("clamp_", TORCH_FN(clamp_));
+  m.impl("clamp.out", TORCH_FN(clamp_out));
+  m.impl("clamp.Tensor", TORCH_FN(clamp_tensor));
+  m.impl("clamp_.Tensor", TORCH_FN(clamp_tensor_));
+  m.impl("clamp.Tensor_out", TORCH_FN(clamp_tensor_out));
+  OPENREG_NATIVE(m, hardtanh, at::native::hardtanh);
+  OPENREG_NATIVE(m, hardtanh_, at::native::hardtanh_);
+  OPENREG_NATIVE(m, hardtanh_out, at::native::hardtanh_out);
+  OPENREG_NATIVE(m, hardtanh_backward, at::native::hardtanh_backward);
+  OPENREG_NATIVE(m, hardtanh_backward_grad_input, at::native::hardtanh_backward_out);
+  OPENREG_NATIVE(m, nan_to_num_out, at::native::nan_to_num_out);
   // activations and their backward ops
   OPENREG_STRUCTURED(m, silu, unary_impl<OR_OP_SILU>, silu, silu_, silu_out);
   OPENREG_STRUCTURED(m, mish, unary_impl<OR_OP_MISH>, mish, mish_, mish_out);

@@ -119,6 +119,12 @@ UNARY = {
     "logical_not": torch.logical_not,
     "clamp_min": lambda x: torch.clamp_min(x, 1),
     "clamp_max": lambda x: torch.clamp_max(x, -1),
+    "clamp": lambda x: torch.clamp(x, -3, 4),
+    "clamp_min_only": lambda x: torch.clamp(x, min=2),
+    "clamp_inverted": lambda x: torch.clamp(x, 5, -5),
+    "pow_2": lambda x: x**2,
+    "pow_3": lambda x: torch.pow(x, 3),
+    "pow_0": lambda x: x**0,
     "relu": torch.relu,
 }
 
@@ -149,6 +155,14 @@ TRANSCENDENTAL = {
     "elu": lambda x: torch.nn.functional.elu(x, alpha=0.7),
     "selu": torch.nn.functional.selu,
     "leaky_relu": lambda x: torch.nn.functional.leaky_relu(x, 0.1),
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "tan": torch.tan,
+    "pow_half": lambda x: torch.pow(x.abs(), 0.5),
+    "pow_fraction": lambda x: torch.pow(x, 1.7),
+    "pow_negative": lambda x: torch.pow(x, -2),
+    "hardtanh": lambda x: torch.nn.functional.hardtanh(x, -0.5, 2.0),
+    "nan_to_num": lambda x: torch.nan_to_num(torch.where(x > 1, x / 0, x), nan=1.5, neginf=-7),
 }
 
 
@@ -162,7 +176,26 @@ def test_transcendental_ops_and_activations_match_cpu(op, dtype):
         _check(TRANSCENDENTAL[op], torch.cat([wide, torch.tensor([float("inf"), -float("inf"), float("nan")])]))
 
 
-@pytest.mark.parametrize("op", ["tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "softplus", "leaky_relu", "elu", "mish"])
+def test_pow_of_tensors_and_its_special_values_match_cpu():
+    special = torch.tensor([-2.0, -0.5, 0.0, -0.0, 2.0, float("inf"), float("-inf"), float("nan"), 1.0, -1.0])
+    base, exponent = torch.meshgrid(special, torch.tensor([3.0, 2.0, -1.0, -3.0, 0.5, -2.5, 0.0, float("nan"),
+                                                           float("inf"), -float("inf")]), indexing="ij")
+    for dtype in (torch.float32, torch.float64):
+        _check(torch.pow, base.to(dtype), exponent.to(dtype))
+    ints = torch.tensor([2, -3, 0, 1, -1, 5, 7])
+    _check(torch.pow, ints, torch.tensor([3, 3, 0, -2, -3, 20, 30]))  # wraps like CPU
+    _check(lambda x: x**-1, ints)  # integers to negative integer powers: refused like CPU
+
+
+def test_trigonometry_is_accurate_over_a_wide_range():
+    x = torch.linspace(-1e5, 1e5, 200001, dtype=torch.float64)
+    for fn in (torch.sin, torch.cos):
+        torch.testing.assert_close(fn(x.to("openreg")).cpu(), fn(x), rtol=0, atol=1e-15)
+        torch.testing.assert_close(fn(x.float().to("openreg")).cpu(), fn(x.float()), rtol=0, atol=1.2e-7)
+
+
+@pytest.mark.parametrize("op", ["tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "softplus", "leaky_relu", "elu", "mish",
+                                "hardtanh", "sin", "cos", "tan"])
 def test_activation_gradients_run_on_the_device(op):
     x = _values((7, 5), torch.float64, seed=25)
     d = x.to("openreg").requires_grad_()

@@ -45,7 +45,7 @@ DEVICE = {
     "clamp_max", "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "nn.functional.mish",
     "nn.functional.softplus", "nn.functional.elu", "nn.functional.selu", "nn.functional.leaky_relu",
     "nn.functional.threshold", "zero_", "fill", "full_like", "zeros_like", "ones_like", "contiguous", "clone",
-    "float", "double", "half", "to",
+    "float", "double", "half", "to", "sin", "cos", "tan", "pow", "clamp", "nn.functional.hardtanh", "nan_to_num",
     # reductions and scans
     "sum", "nansum", "mean", "nanmean", "prod", "amax", "amin", "max.reduction_with_dim", "max.reduction_no_dim",
     "min.reduction_with_dim", "min.reduction_no_dim", "max.binary", "min.binary", "argmax", "argmin", "aminmax",
