@@ -235,7 +235,9 @@ OR_STATIC_ASSERT(sizeof(or_elementwise) == 40 + 8 * OR_MAX_DIMS + 8 * OR_MAX_OPE
   X(NORM, FLOAT)       /* (sum |x|^p)^(1/p), p = args[0]; 0, 1, 2, +-inf as torch defines */ \
   X(VAR, FLOAT)        /* correction args[0], sqrt if args[1] != 0; out1 (if any): the mean */ \
   X(CUMSUM, ANY)       /* scans: out0 has a stride along dimension 0 (nreduce 1) */         \
-  X(CUMPROD, ANY)
+  X(CUMPROD, ANY)                                                                           \
+  X(SORT, ANY)         /* stable sort along dimension 0: out0 values, out1 int64 indices; */ \
+                       /* descending if args[0] != 0; NaN sorts above everything */
 
 enum or_reduce_op {
 #define OR_REDUCE_ENUM(name, kinds) OR_REDUCE_##name,
@@ -270,12 +272,13 @@ typedef struct or_reduce {
   uint64_t data[OR_REDUCE_OPERANDS];
   int64_t strides[OR_REDUCE_OPERANDS][OR_MAX_DIMS];
   or_scalar args[OR_MAX_ARGS];
+  uint64_t scratch; /* SORT: 32 bytes per element of dimension 0, device memory */
 } or_reduce;
 
 OR_STATIC_ASSERT(offsetof(or_reduce, sizes) == 32, "or_reduce.sizes");
 OR_STATIC_ASSERT(offsetof(or_reduce, data) == 32 + 8 * OR_MAX_DIMS, "or_reduce.data");
 OR_STATIC_ASSERT(offsetof(or_reduce, strides) == 32 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERANDS, "or_reduce.strides");
-OR_STATIC_ASSERT(sizeof(or_reduce) == 32 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERANDS * (1 + OR_MAX_DIMS) + 8 * OR_MAX_ARGS,
+OR_STATIC_ASSERT(sizeof(or_reduce) == 40 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERANDS * (1 + OR_MAX_DIMS) + 8 * OR_MAX_ARGS,
                  "or_reduce size");
 
 /*

@@ -602,6 +602,86 @@ static int use_columns(const or_reduce *p) {
   return p->strides[OR_REDUCE_IN][p->nreduce] == es && p->sizes[p->nreduce] >= 4 && (s0 < 0 ? -s0 : s0) > es;
 }
 
+/* ---- sort ---- */
+
+/* One element being sorted: its value (as a double, or an int64 through
+ * the same bits) and its position. */
+typedef struct sort_item {
+  union {
+    double f;
+    int64_t i;
+  } key;
+  int64_t index;
+} sort_item;
+
+/* Whether x goes before y: by key (NaN above every number), ties by
+ * position, so the sort is stable. */
+static int sort_before(const sort_item *x, const sort_item *y, int is_float, int descending) {
+  if (is_float) {
+    const double a = x->key.f, b = y->key.f;
+    const int an = a != a, bn = b != b;
+    if (an != bn) {
+      return descending ? an : bn; /* NaN is the largest */
+    }
+    if (!an && a != b) {
+      return descending ? a > b : a < b;
+    }
+  } else if (x->key.i != y->key.i) {
+    return descending ? x->key.i > y->key.i : x->key.i < y->key.i;
+  }
+  return x->index < y->index;
+}
+
+/* Bottom-up merge sort of a[0..n) using b[0..n) as room; returns where the result is. */
+static sort_item *merge_sort(sort_item *a, sort_item *b, int64_t n, int is_float, int descending) {
+  for (int64_t width = 1; width < n; width *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * width) {
+      const int64_t mid = lo + width < n ? lo + width : n;
+      const int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) {
+        b[k++] = sort_before(&a[j], &a[i], is_float, descending) ? a[j++] : a[i++];
+      }
+      while (i < mid) b[k++] = a[i++];
+      while (j < hi) b[k++] = a[j++];
+    }
+    sort_item *t = a;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* One line along dimension 0: read, sort, write values and indices. */
+static void sort_line(const or_reduce *p, const char *in, char *values, char *indices) {
+  const int64_t n = p->nreduce ? p->sizes[0] : 1;
+  const int64_t s_in = p->nreduce ? p->strides[OR_REDUCE_IN][0] : 0;
+  const int64_t s_val = p->nreduce ? p->strides[OR_REDUCE_OUT0][0] : 0;
+  const int64_t s_idx = p->nreduce ? p->strides[OR_REDUCE_OUT1][0] : 0;
+  const int is_float = p->compute == OR_COMPUTE_F64;
+  const int descending = is_float ? p->args[0].f != 0.0 : p->args[0].i != 0;
+  const uint32_t dt = p->dtypes[OR_REDUCE_IN];
+  sort_item *a = (sort_item *)device_ptr(p->scratch);
+  sort_item *b = a + n;
+  for (int64_t j = 0; j < n; j++) {
+    if (is_float) {
+      a[j].key.f = load_F64(in + j * s_in, dt);
+    } else {
+      a[j].key.i = load_I64(in + j * s_in, dt);
+    }
+    a[j].index = j;
+  }
+  const sort_item *sorted = merge_sort(a, b, n, is_float, descending);
+  for (int64_t j = 0; j < n; j++) {
+    if (is_float) {
+      store_F64(values + j * s_val, p->dtypes[OR_REDUCE_OUT0], sorted[j].key.f);
+    } else {
+      store_I64(values + j * s_val, p->dtypes[OR_REDUCE_OUT0], sorted[j].key.i);
+    }
+    *(int64_t *)(indices + j * s_idx) = sorted[j].index;
+  }
+}
+
 EXPORT(reduce) void reduce(const or_reduce *p) {
   if (p->op >= OR_REDUCE_COUNT || (p->compute != OR_COMPUTE_F64 && p->compute != OR_COMPUTE_I64) ||
       p->ndim > OR_MAX_DIMS || p->nreduce > p->ndim || p->noutputs < 1 || p->noutputs > 2) {
@@ -610,7 +690,8 @@ EXPORT(reduce) void reduce(const or_reduce *p) {
   const uint32_t op = p->op;
   const int indexed = op == OR_REDUCE_ARGMAX || op == OR_REDUCE_ARGMIN || op == OR_REDUCE_MAX_INDEX ||
                       op == OR_REDUCE_MIN_INDEX;
-  if ((is_scan(op) && p->nreduce != 1) || (indexed && p->nreduce > 1)) {
+  if ((is_scan(op) && p->nreduce != 1) || ((indexed || op == OR_REDUCE_SORT) && p->nreduce > 1) ||
+      (op == OR_REDUCE_SORT && (p->noutputs != 2 || p->dtypes[OR_REDUCE_OUT1] != OR_I64))) {
     TRAP(); /* an index or a scan is along one dimension */
   }
   (void)dtype_size(p->dtypes[OR_REDUCE_IN]); /* traps on an unknown dtype */
@@ -638,7 +719,9 @@ EXPORT(reduce) void reduce(const or_reduce *p) {
   const uint32_t first = columns ? nr + 1 : nr;
   int64_t counter[OR_MAX_DIMS] = {0};
   for (;;) {
-    if (columns) {
+    if (op == OR_REDUCE_SORT) {
+      sort_line(p, in, out0, out1);
+    } else if (columns) {
       const int64_t n = p->sizes[nr];
       for (int64_t t = 0; t < n; t += OR_COLUMN_TILE) {
         const int64_t m = n - t < OR_COLUMN_TILE ? n - t : OR_COLUMN_TILE;

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include <ATen/Dispatch.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include "OpenRegBridge.h"
@@ -305,6 +306,50 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
   }
   block.ndim = static_cast<uint32_t>(ndim);
   block.nreduce = 1;
+  launch<kReduce>(device.index(), block, pointers.data(), npointers);
+}
+
+void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending) {
+  TORCH_INTERNAL_ASSERT(values.sizes() == indices.sizes() && indices.scalar_type() == at::kLong,
+                        "openreg: launch_sort");
+  if (values.numel() == 0) {
+    return;
+  }
+  const c10::Device device = values.device();
+  or_reduce block = reduce_block(OR_REDUCE_SORT, values.scalar_type(), {descending ? 1 : 0});
+  std::array<uint32_t, OR_REDUCE_OPERANDS + 1> pointers{};
+  size_t npointers = 0;
+  std::array<uint32_t, OR_REDUCE_OPERANDS> operand_pointers{};
+  block.noutputs = 2;
+  set_operand(block, operand_pointers, npointers, OR_REDUCE_OUT0, values, values.data_ptr(), device);
+  set_operand(block, operand_pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
+  set_operand(block, operand_pointers, npointers, OR_REDUCE_IN, values, values.data_ptr(), device);
+  std::copy(operand_pointers.begin(), operand_pointers.end(), pointers.begin());
+  const int64_t rank = values.dim();
+  TORCH_CHECK(rank <= OR_MAX_DIMS, "openreg: sorting tensors of more than ", OR_MAX_DIMS,
+              " dimensions is not supported (got ", rank, ")");
+  const int64_t es = static_cast<int64_t>(values.element_size());
+  size_t ndim = 0;
+  const auto add = [&](int64_t d) {
+    block.sizes[ndim] = rank == 0 ? 1 : values.size(d);
+    block.strides[OR_REDUCE_OUT0][ndim] = rank == 0 ? 0 : values.stride(d) * es;
+    block.strides[OR_REDUCE_OUT1][ndim] = rank == 0 ? 0 : indices.stride(d) * 8;
+    block.strides[OR_REDUCE_IN][ndim] = block.strides[OR_REDUCE_OUT0][ndim];
+    ++ndim;
+  };
+  add(dim);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    if (d != dim && values.size(d) != 1) {
+      add(d);
+    }
+  }
+  block.ndim = static_cast<uint32_t>(ndim);
+  block.nreduce = 1;
+  // Room for the merge sort: two arrays of (key, position) pairs, one line long.
+  const int64_t line = rank == 0 ? 1 : values.size(dim);
+  const at::Tensor scratch = at::empty({line * 32}, values.options().dtype(at::kByte));
+  block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
+  pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
   launch<kReduce>(device.index(), block, pointers.data(), npointers);
 }
 

@@ -50,6 +50,10 @@ void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializ
 // they are the same tensor.
 void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op);
 
+// Sorts `values` in place along `dim` (stable; NaN above every number) and
+// writes each element's original position into `indices` (int64, same shape).
+void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending);
+
 // Launches indexing op `op` over `iter`, whose operand `direct` is walked as
 // usual, operand `indexed` is the indexed tensor restrided to the iteration
 // (stride 0 along indexed dimensions), and every other operand is an index

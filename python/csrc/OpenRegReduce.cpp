@@ -19,6 +19,7 @@
 #include <ATen/native/ReduceAllOps.h>
 #include <ATen/native/ReduceOps.h>
 #include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/native/Sorting.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/ops/all_native.h>
 #include <ATen/ops/amax_native.h>
@@ -35,7 +36,9 @@
 #include <ATen/ops/min_native.h>
 #include <ATen/ops/nansum_native.h>
 #include <ATen/ops/prod_native.h>
+#include <ATen/ops/sort_native.h>
 #include <ATen/ops/sum_native.h>
+#include <ATen/ops/topk_meta.h>
 #include <torch/library.h>
 
 #include "OpenRegEngine.h"
@@ -83,6 +86,12 @@ void reduce_all_kernel(Tensor& result, const Tensor& self) {
   launch_reduce(iter, Op);
 }
 
+void sort_kernel(const at::TensorBase& self, const at::TensorBase& values, const at::TensorBase& indices, int64_t dim,
+                 bool descending, bool /*stable: the device's sort always is*/) {
+  (void)self; // ATen has copied self into values
+  launch_sort(Tensor(values), Tensor(indices), dim, descending);
+}
+
 void aminmax_kernel(const Tensor& self, int64_t dim, bool keepdim, Tensor& min, Tensor& max) {
   auto iter = at::meta::make_reduction(self, min, max, dim, keepdim, self.scalar_type(), self.scalar_type());
   launch_reduce(iter, OR_REDUCE_MINMAX);
@@ -118,6 +127,7 @@ REGISTER_PRIVATEUSE1_DISPATCH(min_stub, &minmax_dim_kernel<OR_REDUCE_MIN_INDEX>)
 REGISTER_PRIVATEUSE1_DISPATCH(max_all_stub, &reduce_all_kernel<OR_REDUCE_MAX>)
 REGISTER_PRIVATEUSE1_DISPATCH(min_all_stub, &reduce_all_kernel<OR_REDUCE_MIN>)
 REGISTER_PRIVATEUSE1_DISPATCH(aminmax_stub, &aminmax_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(sort_stub, &sort_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(aminmax_allreduce_stub, &aminmax_allreduce_kernel)
 } // namespace at::native
 
@@ -262,6 +272,38 @@ struct AminMax {
   }
 };
 
+struct SortStable {
+  template <class Op>
+  static void run(Op& op, const Tensor& self, std::optional<bool> stable, int64_t dim, bool descending) {
+    op.meta(self, stable, dim, descending);
+    op.impl(self, stable, dim, descending, op.maybe_get_output(0), op.maybe_get_output(1));
+  }
+};
+
+// topk: ATen's meta checks k and shapes the outputs; the device sorts stably
+// (largest first when `largest`) and keeps the first k, so ties keep their order.
+struct TopK {
+  template <class Op>
+  static void run(Op& op, const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+    (void)sorted; // the result is always sorted
+    op.meta(self, k, dim, largest, sorted);
+    const Tensor& values = op.maybe_get_output(0);
+    const Tensor& indices = op.maybe_get_output(1);
+    if (values.numel() == 0) {
+      return;
+    }
+    const int64_t d = c10::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
+    auto [all_values, all_indices] = at::sort(self, /*stable=*/true, d, /*descending=*/largest);
+    values.copy_(self.dim() == 0 ? all_values : all_values.narrow(d, 0, k));
+    indices.copy_(self.dim() == 0 ? all_indices : all_indices.narrow(d, 0, k));
+  }
+};
+
+using SortOp = TwoOutputs<at::native::structured_sort_stable_out, SortStable, at::_ops::sort_stable,
+                          at::_ops::sort_values_stable, std::optional<bool>, int64_t, bool>;
+using TopKOp = TwoOutputs<at::meta::structured_topk, TopK, at::_ops::topk, at::_ops::topk_values, int64_t, int64_t,
+                          bool, bool>;
+
 using MaxDim = TwoOutputs<at::native::structured_max_out, MinMaxDim, at::_ops::max_dim, at::_ops::max_dim_max,
                           int64_t, bool>;
 using MinDim = TwoOutputs<at::native::structured_min_out, MinMaxDim, at::_ops::min_dim, at::_ops::min_dim_min,
@@ -316,6 +358,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("min.dim_min", TORCH_FN(MinDim::out));
   m.impl("aminmax", TORCH_FN(AminMaxOp::functional));
   m.impl("aminmax.out", TORCH_FN(AminMaxOp::out));
+  m.impl("sort.stable", TORCH_FN(SortOp::functional));
+  m.impl("sort.values_stable", TORCH_FN(SortOp::out));
+  m.impl("topk", TORCH_FN(TopKOp::functional));
+  m.impl("topk.values", TORCH_FN(TopKOp::out));
 }
 
 } // namespace openreg::reduce

@@ -251,3 +251,23 @@ def test_reductions_are_device_runs_and_gradients_flow():
     cpu = x.detach().cpu().requires_grad_()
     (cpu.sum(1).mean() + cpu.amax(0).sum() + cpu.var(0).sum() + torch.logsumexp(cpu, 1).sum()).backward()
     torch.testing.assert_close(x.grad.cpu(), cpu.grad)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_sort_argsort_and_topk_match_cpu(dtype):
+    x = _values((6, 40), dtype)  # small integer ranges: many ties, which a stable sort keeps in order
+    _check(lambda t: t.sort(dim=1, stable=True), x)
+    _check(lambda t: t.sort(dim=0, descending=True, stable=True), x)
+    _check(lambda t: t.argsort(dim=-1, stable=True), x)
+    if dtype.is_floating_point:
+        distinct = torch.randperm(240).view(6, 40).to(dtype)  # topk's tie order is unspecified on CPU
+        _check(lambda t: t.topk(5, 1), distinct)
+        _check(lambda t: t.topk(2, 0, largest=False), distinct)
+
+
+def test_sort_puts_nan_above_every_number():
+    x = torch.tensor([[3.0, float("nan"), -1.0, float("inf"), float("nan"), -float("inf")]])
+    _check(lambda t: t.sort(dim=1, stable=True), x)
+    _check(lambda t: t.sort(dim=1, descending=True, stable=True), x)
+    _check(lambda t: t.sort(), torch.tensor(2.0))
+    _check(lambda t: t.topk(7), x)  # k larger than the dimension: CPU's error
