@@ -47,6 +47,18 @@ ALWAYS_INLINE void move_element(char *dst, const char *src, uint32_t size) {
   }
 }
 
+/* Copies one element from src (dtype ds) to dst (dtype dd), converting if
+ * they differ (`same_size`: their common size when they do not). */
+ALWAYS_INLINE void convert_element(char *dst, uint32_t dd, const char *src, uint32_t ds, uint32_t same_size) {
+  if (same_size) {
+    move_element(dst, src, same_size);
+  } else if (ds == OR_I64 || dd == OR_I64) {
+    store_I64(dst, dd, load_I64(src, ds));
+  } else {
+    store_F64(dst, dd, load_F64(src, ds));
+  }
+}
+
 /* One element: ptr[0] the direct operand's, ptr[1] the indexed base, ptr[2..] the indices'. */
 static void index_element(const or_index *p, char *const *ptr, uint32_t same_size) {
   char *indexed = ptr[OR_INDEX_INDEXED] + indexed_offset(p, ptr);
@@ -55,22 +67,10 @@ static void index_element(const or_index *p, char *const *ptr, uint32_t same_siz
   const uint32_t di = p->dtypes[OR_INDEX_INDEXED];
   switch (p->op) {
   case OR_INDEX_GATHER:
-    if (same_size) {
-      move_element(direct, indexed, same_size);
-    } else if (di == OR_I64 || dd == OR_I64) {
-      store_I64(direct, dd, load_I64(indexed, di));
-    } else {
-      store_F64(direct, dd, load_F64(indexed, di));
-    }
+    convert_element(direct, dd, indexed, di, same_size);
     return;
   case OR_INDEX_SCATTER:
-    if (same_size) {
-      move_element(indexed, direct, same_size);
-    } else if (di == OR_I64 || dd == OR_I64) {
-      store_I64(indexed, di, load_I64(direct, dd));
-    } else {
-      store_F64(indexed, di, load_F64(direct, dd));
-    }
+    convert_element(indexed, di, direct, dd, same_size);
     return;
   case OR_INDEX_SCATTER_MUL:
     if (p->compute == OR_COMPUTE_I64) {

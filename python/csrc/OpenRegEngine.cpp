@@ -225,6 +225,33 @@ or_reduce reduce_block(or_reduce_op op, at::ScalarType input, std::initializer_l
   return block;
 }
 
+// Lays out a line-wise op (scans, sort): dimension 0 is `dim` of the
+// operands (same shape; slot, tensor), the others follow innermost first,
+// size-1 ones dropped.
+void line_dims(or_reduce& block, int64_t dim, std::initializer_list<std::pair<int, const at::Tensor*>> operands,
+               const char* what) {
+  const at::Tensor& shape = *operands.begin()->second;
+  const int64_t rank = shape.dim();
+  TORCH_CHECK(rank <= OR_MAX_DIMS, "openreg: ", what, " of tensors with more than ", OR_MAX_DIMS,
+              " dimensions is not supported (got ", rank, ")");
+  size_t ndim = 0;
+  const auto add = [&](int64_t d) {
+    block.sizes[ndim] = rank == 0 ? 1 : shape.size(d);
+    for (const auto& [slot, t] : operands) {
+      block.strides[slot][ndim] = rank == 0 ? 0 : t->stride(d) * static_cast<int64_t>(t->element_size());
+    }
+    ++ndim;
+  };
+  add(dim);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    if (d != dim && shape.size(d) != 1) {
+      add(d);
+    }
+  }
+  block.ndim = static_cast<uint32_t>(ndim);
+  block.nreduce = 1;
+}
+
 } // namespace
 
 void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializer_list<c10::Scalar> args) {
@@ -285,27 +312,7 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
   block.noutputs = 1;
   set_operand(block, pointers, npointers, OR_REDUCE_OUT0, result, result.data_ptr(), device);
   set_operand(block, pointers, npointers, OR_REDUCE_IN, self, self.data_ptr(), device);
-  const int64_t rank = self.dim();
-  TORCH_CHECK(rank <= OR_MAX_DIMS, "openreg: scans over tensors of more than ", OR_MAX_DIMS,
-              " dimensions are not supported (got ", rank, ")");
-  const int64_t out_size = static_cast<int64_t>(result.element_size());
-  const int64_t in_size = static_cast<int64_t>(self.element_size());
-  // Dimension 0 is the scanned one; the others follow, innermost first.
-  size_t ndim = 0;
-  const auto add = [&](int64_t d) {
-    block.sizes[ndim] = rank == 0 ? 1 : self.size(d);
-    block.strides[OR_REDUCE_OUT0][ndim] = rank == 0 ? 0 : result.stride(d) * out_size;
-    block.strides[OR_REDUCE_IN][ndim] = rank == 0 ? 0 : self.stride(d) * in_size;
-    ++ndim;
-  };
-  add(dim);
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    if (d != dim && self.size(d) != 1) {
-      add(d);
-    }
-  }
-  block.ndim = static_cast<uint32_t>(ndim);
-  block.nreduce = 1;
+  line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &self}}, "scans");
   launch<kReduce>(device.index(), block, pointers.data(), npointers);
 }
 
@@ -325,28 +332,10 @@ void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t di
   set_operand(block, operand_pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
   set_operand(block, operand_pointers, npointers, OR_REDUCE_IN, values, values.data_ptr(), device);
   std::copy(operand_pointers.begin(), operand_pointers.end(), pointers.begin());
-  const int64_t rank = values.dim();
-  TORCH_CHECK(rank <= OR_MAX_DIMS, "openreg: sorting tensors of more than ", OR_MAX_DIMS,
-              " dimensions is not supported (got ", rank, ")");
-  const int64_t es = static_cast<int64_t>(values.element_size());
-  size_t ndim = 0;
-  const auto add = [&](int64_t d) {
-    block.sizes[ndim] = rank == 0 ? 1 : values.size(d);
-    block.strides[OR_REDUCE_OUT0][ndim] = rank == 0 ? 0 : values.stride(d) * es;
-    block.strides[OR_REDUCE_OUT1][ndim] = rank == 0 ? 0 : indices.stride(d) * 8;
-    block.strides[OR_REDUCE_IN][ndim] = block.strides[OR_REDUCE_OUT0][ndim];
-    ++ndim;
-  };
-  add(dim);
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    if (d != dim && values.size(d) != 1) {
-      add(d);
-    }
-  }
-  block.ndim = static_cast<uint32_t>(ndim);
-  block.nreduce = 1;
+  line_dims(block, dim, {{OR_REDUCE_OUT0, &values}, {OR_REDUCE_OUT1, &indices}, {OR_REDUCE_IN, &values}},
+            "sorting");
   // Room for the merge sort: two arrays of (key, position) pairs, one line long.
-  const int64_t line = rank == 0 ? 1 : values.size(dim);
+  const int64_t line = values.dim() == 0 ? 1 : values.size(dim);
   const at::Tensor scratch = at::empty({line * 32}, values.options().dtype(at::kByte));
   block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
   pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
