@@ -16,8 +16,15 @@
 //! - When the heap has no room for a new segment, cached wholly free segments are
 //!   returned to it (a "cache flush") and the request retried; only then does it
 //!   fail with out-of-memory. `empty_cache` returns them on demand.
+//! - **Returning segments** waits first for the work queued on the device
+//!   ([`Device::drain`], as `cudaFree` synchronizes): a block freed while its
+//!   stream's queued work still used it is reusable by that stream at once, but
+//!   its segment must not reach another stream, or the operating system, before
+//!   that work is done. The wait also lets frees pending on other streams
+//!   complete, so a flush before out-of-memory sees them. Then the segments'
+//!   pages go back to the operating system ([`Device::discard`]).
 //!
-//! The allocator holds only metadata: it never touches device bytes.
+//! The allocator holds only metadata: it never touches device bytes itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,6 +42,24 @@ pub(crate) const LARGE_SEGMENT_ROUND: u64 = 2 << 20;
 
 /// A stream id on the allocator's device.
 pub(crate) type StreamId = u32;
+
+/// What the allocator asks of its device.
+pub(crate) trait Device {
+    /// Whether `stream` has completed its first `ticket` tasks.
+    fn completed(&self, stream: StreamId, ticket: u64) -> bool;
+    /// Waits until the work queued on the device so far has run.
+    fn drain(&self) {}
+    /// Gives the pages of `[start, start + len)`, released by the allocator,
+    /// back to the operating system.
+    fn discard(&self, _start: u64, _len: u64) {}
+}
+
+/// A completion test alone is a device with nothing to drain or discard (tests).
+impl<F: Fn(StreamId, u64) -> bool + ?Sized> Device for F {
+    fn completed(&self, stream: StreamId, ticket: u64) -> bool {
+        self(stream, ticket)
+    }
+}
 
 #[derive(Debug)]
 enum State {
@@ -97,11 +122,15 @@ impl Allocator {
             pending: Vec::new(),
             stats: MemoryStats {
                 allocated_bytes: 0,
+                allocated_bytes_total: 0,
+                freed_bytes_total: 0,
                 peak_allocated_bytes: 0,
                 reserved_bytes: 0,
                 peak_reserved_bytes: 0,
                 active_blocks: 0,
+                peak_active_blocks: 0,
                 segments: 0,
+                peak_segments: 0,
                 allocations: 0,
                 frees: 0,
                 ooms: 0,
@@ -122,36 +151,42 @@ impl Allocator {
 
     /// Sets the peaks to the current values.
     pub(crate) fn reset_peaks(&mut self) {
-        self.stats.peak_allocated_bytes = self.stats.allocated_bytes;
-        self.stats.peak_reserved_bytes = self.stats.reserved_bytes;
+        let s = &mut self.stats;
+        s.peak_allocated_bytes = s.allocated_bytes;
+        s.peak_reserved_bytes = s.reserved_bytes;
+        s.peak_active_blocks = s.active_blocks;
+        s.peak_segments = s.segments;
+    }
+
+    /// Sets the running totals to zero.
+    pub(crate) fn reset_accumulated(&mut self) {
+        let s = &mut self.stats;
+        (s.allocated_bytes_total, s.freed_bytes_total, s.allocations, s.frees, s.ooms, s.cache_flushes) =
+            (0, 0, 0, 0, 0, 0);
     }
 
     /// Allocates `size` (> 0) bytes for `stream`; returns the block's offset.
-    /// `completed(stream, ticket)` says whether a stream has completed past a ticket.
-    pub(crate) fn allocate(
-        &mut self,
-        size: u64,
-        stream: StreamId,
-        completed: &dyn Fn(StreamId, u64) -> bool,
-    ) -> Result<u64> {
+    pub(crate) fn allocate(&mut self, size: u64, stream: StreamId, device: &(impl Device + ?Sized)) -> Result<u64> {
         debug_assert!(size > 0);
         let rounded = round_up(size, BLOCK_ALIGN).filter(|&r| r <= self.total());
         let Some(rounded) = rounded else {
             return Err(self.out_of_memory(size));
         };
-        self.process_pending(completed);
+        self.process_pending(device);
         let small = rounded <= SMALL_REQUEST;
         let addr = match self.take_free(stream, small, rounded) {
             Some(addr) => addr,
-            None => self.new_segment(rounded, stream, small, size)?,
+            None => self.new_segment(rounded, stream, small, size, device)?,
         };
         self.split(addr, rounded);
         let block = self.blocks.get_mut(&addr).expect("chosen block exists");
         block.state = State::Allocated { also_used_on: Vec::new() };
         let stats = &mut self.stats;
         stats.allocated_bytes += block.size;
+        stats.allocated_bytes_total += block.size;
         stats.peak_allocated_bytes = stats.peak_allocated_bytes.max(stats.allocated_bytes);
         stats.active_blocks += 1;
+        stats.peak_active_blocks = stats.peak_active_blocks.max(stats.active_blocks);
         stats.allocations += 1;
         Ok(addr)
     }
@@ -172,6 +207,7 @@ impl Allocator {
             unreachable!("checked above")
         };
         self.stats.allocated_bytes -= block.size;
+        self.stats.freed_bytes_total += block.size;
         self.stats.active_blocks -= 1;
         self.stats.frees += 1;
         if also_used_on.is_empty() {
@@ -207,9 +243,8 @@ impl Allocator {
     }
 
     /// Returns every wholly free segment to the heap; returns how many.
-    pub(crate) fn empty_cache(&mut self, completed: &dyn Fn(StreamId, u64) -> bool) -> usize {
-        self.process_pending(completed);
-        self.release_cached()
+    pub(crate) fn empty_cache(&mut self, device: &(impl Device + ?Sized)) -> usize {
+        self.release_cached(device)
     }
 
     fn out_of_memory(&mut self, requested: u64) -> Error {
@@ -229,12 +264,19 @@ impl Allocator {
         Some(key.3)
     }
 
-    fn new_segment(&mut self, rounded: u64, stream: StreamId, small: bool, requested: u64) -> Result<u64> {
+    fn new_segment(
+        &mut self,
+        rounded: u64,
+        stream: StreamId,
+        small: bool,
+        requested: u64,
+        device: &(impl Device + ?Sized),
+    ) -> Result<u64> {
         let len = if small { SMALL_SEGMENT } else { round_up(rounded, LARGE_SEGMENT_ROUND).unwrap_or(u64::MAX) };
         let start = match self.take_arena(len) {
             Some(start) => start,
             None => {
-                if self.release_cached() > 0 {
+                if self.release_cached(device) > 0 {
                     self.stats.cache_flushes += 1;
                 }
                 match self.take_arena(len) {
@@ -249,6 +291,7 @@ impl Allocator {
         stats.reserved_bytes += len;
         stats.peak_reserved_bytes = stats.peak_reserved_bytes.max(stats.reserved_bytes);
         stats.segments += 1;
+        stats.peak_segments = stats.peak_segments.max(stats.segments);
         Ok(start)
     }
 
@@ -297,12 +340,12 @@ impl Allocator {
         self.free.insert((b.stream, b.small, size, addr));
     }
 
-    fn process_pending(&mut self, completed: &dyn Fn(StreamId, u64) -> bool) {
+    fn process_pending(&mut self, device: &(impl Device + ?Sized)) {
         let mut i = 0;
         while i < self.pending.len() {
             let addr = self.pending[i];
             let done = match &self.blocks[&addr].state {
-                State::Pending { waits } => waits.iter().all(|&(s, t)| completed(s, t)),
+                State::Pending { waits } => waits.iter().all(|&(s, t)| device.completed(s, t)),
                 _ => unreachable!("pending list holds pending blocks"),
             };
             if done {
@@ -314,7 +357,15 @@ impl Allocator {
         }
     }
 
-    fn release_cached(&mut self) -> usize {
+    /// Returns the wholly free segments to the heap, after the device has
+    /// drained its queued work (which may still use them, and whose end
+    /// completes pending frees) and then discarded their pages.
+    fn release_cached(&mut self, device: &(impl Device + ?Sized)) -> usize {
+        if self.segments.is_empty() {
+            return 0;
+        }
+        device.drain();
+        self.process_pending(device);
         let idle: Vec<u64> = self
             .segments
             .iter()
@@ -328,6 +379,7 @@ impl Allocator {
             let seg = self.segments.remove(&start).expect("segment exists");
             self.blocks.remove(&start);
             self.free.remove(&(seg.stream, seg.small, seg.len, start));
+            device.discard(start, seg.len);
             self.give_arena(start, seg.len);
             self.stats.reserved_bytes -= seg.len;
             self.stats.segments -= 1;
@@ -420,6 +472,9 @@ impl Allocator {
         assert_eq!(self.stats.segments, self.segments.len() as u64);
         assert!(self.stats.peak_allocated_bytes >= self.stats.allocated_bytes);
         assert!(self.stats.peak_reserved_bytes >= self.stats.reserved_bytes);
+        assert!(self.stats.peak_active_blocks >= self.stats.active_blocks);
+        assert!(self.stats.peak_segments >= self.stats.segments);
+        assert!(self.stats.allocated_bytes_total >= self.stats.freed_bytes_total);
     }
 }
 
@@ -478,6 +533,64 @@ mod tests {
         stream1_done.set(true);
         let z = a.allocate(4096, 0, &progress).unwrap();
         assert_eq!(z, x, "reused once stream 1 has passed the free");
+        a.assert_valid();
+    }
+
+    /// A device that records what the allocator asked of it.
+    #[derive(Default)]
+    struct Recorder {
+        drained: Cell<u32>,
+        discarded: std::cell::RefCell<Vec<(u64, u64)>>,
+    }
+
+    impl Device for Recorder {
+        fn completed(&self, _: StreamId, _: u64) -> bool {
+            true
+        }
+        fn drain(&self) {
+            self.drained.set(self.drained.get() + 1);
+        }
+        fn discard(&self, start: u64, len: u64) {
+            assert!(self.drained.get() > 0, "pages discarded before the device drained its queued work");
+            self.discarded.borrow_mut().push((start, len));
+        }
+    }
+
+    #[test]
+    fn released_segments_are_drained_then_discarded() {
+        let mut a = allocator();
+        let device = Recorder::default();
+        let x = a.allocate(3 << 20, 0, &device).unwrap();
+        let y = a.allocate(100, 1, &device).unwrap();
+        a.free(x, NO_TICKET).unwrap();
+        assert_eq!(a.empty_cache(&device), 1, "only the wholly free segment goes");
+        assert_eq!(*device.discarded.borrow(), vec![(x, 4 << 20)]);
+        a.free(y, NO_TICKET).unwrap();
+        // A request that only fits after a flush drains and discards too.
+        let big = a.allocate(30 << 20, 0, &device).unwrap();
+        assert_eq!(device.discarded.borrow().len(), 2);
+        assert_eq!(device.drained.get(), 2);
+        assert_eq!(a.stats().cache_flushes, 1);
+        a.free(big, NO_TICKET).unwrap();
+        a.assert_valid();
+    }
+
+    #[test]
+    fn running_totals_and_count_peaks_are_kept_and_reset() {
+        let mut a = allocator();
+        let blocks: Vec<u64> = (0..4).map(|_| a.allocate(1000, 0, DONE).unwrap()).collect();
+        for &b in &blocks[1..] {
+            a.free(b, NO_TICKET).unwrap();
+        }
+        let s = a.stats();
+        assert_eq!((s.allocated_bytes_total, s.freed_bytes_total), (4 * 1024, 3 * 1024));
+        assert_eq!((s.active_blocks, s.peak_active_blocks, s.peak_segments), (1, 4, 1));
+        a.reset_peaks();
+        assert_eq!(a.stats().peak_active_blocks, 1);
+        a.reset_accumulated();
+        let s = a.stats();
+        assert_eq!((s.allocated_bytes_total, s.freed_bytes_total, s.allocations, s.frees), (0, 0, 0, 0));
+        assert_eq!(s.allocated_bytes, 1024, "current values are not running totals");
         a.assert_valid();
     }
 

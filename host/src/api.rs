@@ -48,12 +48,13 @@ impl MemoryApi for Runtime {
         if size == 0 {
             return Ok(0);
         }
-        let offset = lock(&dev.allocator).allocate(size, stream.id, &|s, t| dev.completed(s, t))?;
+        let offset = lock(&dev.allocator).allocate(size, stream.id, &**dev)?;
         Ok(self.inner.space.address(device, offset))
     }
 
     fn free(&self, ptr: DevicePtr) -> Result<()> {
-        if ptr == 0 {
+        // A fork child owns none of the blocks it inherited: nothing to free.
+        if ptr == 0 || crate::in_bad_fork() {
             return Ok(());
         }
         let (device, offset) = self.inner.decode(ptr)?;
@@ -69,7 +70,7 @@ impl MemoryApi for Runtime {
         if ptr == 0 {
             return self.inner.device(stream.device)?.check_stream(stream.id);
         }
-        let (dev, offset) = self.inner.resolve(ptr, stream.device, "recorded")?;
+        let (dev, offset) = self.inner.region(ptr, 0, stream.device, "recorded")?;
         dev.check_stream(stream.id)?;
         let result = lock(&dev.allocator).record_stream(offset, stream.id);
         result.map_err(|_| Error::InvalidPointer { ptr, reason: "not the start of an allocated block" })
@@ -84,16 +85,21 @@ impl MemoryApi for Runtime {
         Ok(())
     }
 
+    fn reset_accumulated_stats(&self, device: DeviceIndex) -> Result<()> {
+        lock(&self.inner.device(device)?.allocator).reset_accumulated();
+        Ok(())
+    }
+
     fn empty_cache(&self, device: DeviceIndex) -> Result<()> {
         let dev = self.inner.device(device)?;
-        lock(&dev.allocator).empty_cache(&|s, t| dev.completed(s, t));
+        lock(&dev.allocator).empty_cache(&**dev);
         Ok(())
     }
 
     fn mem_get_info(&self, device: DeviceIndex) -> Result<MemoryInfo> {
-        let alloc = lock(&self.inner.device(device)?.allocator);
-        let total = alloc.total();
-        Ok(MemoryInfo { free_bytes: total - alloc.stats().reserved_bytes, total_bytes: total })
+        let dev = self.inner.device(device)?;
+        let alloc = lock(&dev.allocator);
+        Ok(MemoryInfo { free_bytes: alloc.total() - alloc.stats().reserved_bytes, total_bytes: dev.capacity })
     }
 }
 
@@ -102,19 +108,16 @@ impl CopiesApi for Runtime {
         if src.is_empty() {
             return self.inner.device(stream.device)?.check_stream(stream.id);
         }
-        let (dev, offset) = self.inner.resolve(dst, stream.device, "destination")?;
-        dev.view.check(offset, src.len() as u64)?;
-        let task = Task::CopyIn { dst: offset, src: HostPtr(src.as_ptr().cast_mut()), len: src.len() as u64 };
-        let ticket = dev.enqueue(stream.id, task)?;
-        // Blocking until the copy has run keeps `src` borrowed while it is read.
-        dev.wait(stream.id, Some(ticket))
+        let len = src.len() as u64;
+        let (dev, offset) = self.inner.region(dst, len, stream.device, "destination")?;
+        // Blocking until the copy has run (or was cancelled) keeps `src` borrowed while it is read.
+        dev.copy_blocking(stream.id, Task::CopyIn { dst: offset, src: HostPtr(src.as_ptr().cast_mut()), len })
     }
 
     fn copy_to_host(&self, stream: StreamRef, src: DevicePtr, len: u64) -> Result<Vec<u8>> {
         if len > 0 {
             // Check before allocating the host buffer: a bad length is an error, not an abort.
-            let (dev, offset) = self.inner.resolve(src, stream.device, "source")?;
-            dev.view.check(offset, len)?;
+            self.inner.region(src, len, stream.device, "source")?;
         }
         let len =
             usize::try_from(len).map_err(|_| Error::InvalidArgument(format!("{len} bytes do not fit host memory")))?;
@@ -127,8 +130,7 @@ impl CopiesApi for Runtime {
         if len == 0 {
             return self.inner.device(stream.device)?.check_stream(stream.id);
         }
-        let (dev, offset) = self.inner.resolve(dst, stream.device, "destination")?;
-        dev.view.check(offset, len)?;
+        let (dev, offset) = self.inner.region(dst, len, stream.device, "destination")?;
         dev.enqueue(stream.id, Task::CopyIn { dst: offset, src: HostPtr(src as *mut u8), len }).map(drop)
     }
 
@@ -136,25 +138,32 @@ impl CopiesApi for Runtime {
         if len == 0 {
             return self.inner.device(stream.device)?.check_stream(stream.id);
         }
-        let (dev, offset) = self.inner.resolve(src, stream.device, "source")?;
-        dev.view.check(offset, len)?;
+        let (dev, offset) = self.inner.region(src, len, stream.device, "source")?;
         dev.enqueue(stream.id, Task::CopyOut { src: offset, dst: HostPtr(dst as *mut u8), len }).map(drop)
     }
 
-    fn copy_device_to_device(&self, stream: StreamRef, dst: DevicePtr, src: DevicePtr, len: u64) -> Result<()> {
-        if len == 0 {
-            return self.inner.device(stream.device)?.check_stream(stream.id);
-        }
-        let (src_device, src_offset) = self.inner.decode(src)?;
-        let (dst_device, dst_offset) = self.inner.decode(dst)?;
+    fn copy_device_to_device(
+        &self,
+        stream: StreamRef,
+        dst_device: DeviceIndex,
+        dst: DevicePtr,
+        src_device: DeviceIndex,
+        src: DevicePtr,
+        len: u64,
+    ) -> Result<()> {
         if stream.device != src_device && stream.device != dst_device {
-            return Err(Error::WrongDevice { what: "the stream".into(), expected: src_device, actual: stream.device });
+            return Err(Error::WrongDevice {
+                what: format!("the stream of a copy from openreg:{src_device} to openreg:{dst_device}"),
+                expected: dst_device,
+                actual: stream.device,
+            });
         }
-        let source = self.inner.device(src_device)?;
-        let dest = self.inner.device(dst_device)?;
-        source.view.check(src_offset, len)?;
-        dest.view.check(dst_offset, len)?;
         let runner = self.inner.device(stream.device)?;
+        if len == 0 {
+            return runner.check_stream(stream.id);
+        }
+        let (source, src_offset) = self.inner.region(src, len, src_device, "source")?;
+        let (dest, dst_offset) = self.inner.region(dst, len, dst_device, "destination")?;
         let task = if src_device == dst_device {
             Task::CopyWithin { dst: dst_offset, src: src_offset, len }
         } else {
@@ -288,7 +297,7 @@ impl Runtime {
         if ptr == 0 {
             return Ok(0);
         }
-        self.inner.resolve(ptr, device, "kernel argument").map(|(_, offset)| offset)
+        self.inner.region(ptr, 0, device, "kernel argument").map(|(_, offset)| offset)
     }
 }
 
@@ -359,8 +368,7 @@ impl EventsApi for Runtime {
     }
 
     fn synchronize_event(&self, event: EventId) -> Result<()> {
-        self.inner.event(event)?.synchronize();
-        Ok(())
+        self.inner.event(event)?.synchronize()
     }
 
     fn elapsed_time(&self, start: EventId, end: EventId) -> Result<f32> {

@@ -4,7 +4,16 @@
 //! Threads: any host thread may enqueue work, allocate, or wait; the executor
 //! thread alone runs queued work, one task at a time. Locks, always taken in
 //! this order when nested: `allocator` -> `sched` -> an event's state. `exec`
-//! (the store) is taken alone, by the executor for each task and by the loader.
+//! (the store, and the right to touch the memory) is taken by the executor
+//! for every task that touches device memory and by the loader, with no other
+//! lock held; a peer copy takes the `exec` of both its devices, lower device
+//! index first, so two peer copies in opposite directions cannot deadlock.
+//!
+//! Waits: a host thread waiting for a stream polls the interrupt check
+//! ([`set_interrupt_check`]) every [`INTERRUPT_POLL`], so Ctrl-C reaches a
+//! program blocked on a long kernel. A blocking copy borrows its host buffer
+//! only for the call, so on interrupt it is cancelled if it has not started
+//! (replaced by a no-op in its queue) and waited for if it has.
 //!
 //! Scheduling: each stream is a FIFO queue. The executor picks, among streams
 //! whose front task is ready (an event wait is ready once the event has
@@ -14,7 +23,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -38,6 +47,24 @@ pub(crate) const PRIORITY_GREATEST: i32 = -2;
 const SPIN: Duration = Duration::from_micros(50);
 /// How often the watchdog's epoch advances.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// How often a waiting host thread runs the interrupt check.
+pub const INTERRUPT_POLL: Duration = Duration::from_millis(10);
+
+static INTERRUPT_CHECK: OnceLock<fn() -> bool> = OnceLock::new();
+
+/// Installs the check that host threads blocked in a wait (a synchronize, a
+/// blocking copy, an event synchronize) run every [`INTERRUPT_POLL`]; when it
+/// returns true the wait ends with [`Error::Interrupted`]. Bindings install
+/// one that notices Ctrl-C. It can be set once per process; a second call
+/// returns false and changes nothing.
+pub fn set_interrupt_check(check: fn() -> bool) -> bool {
+    INTERRUPT_CHECK.set(check).is_ok()
+}
+
+/// Whether the waiting thread should give up its wait.
+pub(crate) fn interrupted() -> bool {
+    INTERRUPT_CHECK.get().is_some_and(|check| check())
+}
 
 /// Work queued on a stream.
 pub(crate) enum Task {
@@ -78,6 +105,8 @@ pub(crate) enum Task {
         event: Arc<EventInner>,
         generation: u64,
     },
+    /// A blocking copy whose waiter was interrupted before it started.
+    Cancelled,
 }
 
 impl Task {
@@ -276,21 +305,31 @@ impl DeviceShared {
 
     /// Queues a task; returns its ticket on the stream.
     pub(crate) fn enqueue(&self, id: StreamId, task: Task) -> Result<u64> {
-        self.enqueue_with(id, || task)
+        self.enqueue_with(id, || task).map(|(ticket, _)| ticket)
+    }
+
+    /// Queues a copy whose host buffer is borrowed only for this call, and
+    /// waits for it; returns the stream's error as [`DeviceShared::wait`]
+    /// does. If the wait is interrupted before the copy has started, the copy
+    /// is cancelled, so it never touches the buffer after this returns.
+    pub(crate) fn copy_blocking(&self, id: StreamId, task: Task) -> Result<()> {
+        let (ticket, seq) = self.enqueue_with(id, || task)?;
+        self.wait_for(id, Some(ticket), Some(seq))
     }
 
     /// Records `event` on a stream: the generation is taken and its marker
     /// queued under one lock, so a concurrent wait cannot get between them.
     pub(crate) fn record(&self, id: StreamId, event: Arc<EventInner>) -> Result<()> {
         self.enqueue_with(id, || {
-            let generation = event.begin_record();
+            let generation = event.begin_record(self.index);
             Task::Record { event, generation }
         })
         .map(drop)
     }
 
-    /// Queues the task `make` builds under the scheduler lock.
-    fn enqueue_with(&self, id: StreamId, make: impl FnOnce() -> Task) -> Result<u64> {
+    /// Queues the task `make` builds under the scheduler lock; returns its
+    /// ticket on the stream and its sequence number on the device.
+    fn enqueue_with(&self, id: StreamId, make: impl FnOnce() -> Task) -> Result<(u64, u64)> {
         let mut s = lock(&self.sched);
         let seq = s.next_seq;
         let stream = s.stream(self.index, id)?;
@@ -302,7 +341,7 @@ impl DeviceShared {
         if s.executor_waiting {
             self.work.notify_one();
         }
-        Ok(ticket)
+        Ok((ticket, seq))
     }
 
     /// Wakes the executor, e.g. because an event it may be waiting for completed.
@@ -332,6 +371,12 @@ impl DeviceShared {
     /// Waits until the stream has run `ticket` tasks, then returns (and clears)
     /// the first error its work raised since the last synchronizing call.
     pub(crate) fn wait(&self, id: StreamId, ticket: Option<u64>) -> Result<()> {
+        self.wait_for(id, ticket, None)
+    }
+
+    /// [`DeviceShared::wait`]; `cancel` is the sequence number of a queued
+    /// blocking copy to cancel if the wait is interrupted before it starts.
+    fn wait_for(&self, id: StreamId, ticket: Option<u64>, cancel: Option<u64>) -> Result<()> {
         let mut s = lock(&self.sched);
         let target = match ticket {
             Some(t) => t,
@@ -340,11 +385,19 @@ impl DeviceShared {
         if s.stream(self.index, id)?.completed < target {
             s = self.spin(s, &self.finished);
         }
-        s.host_waiters += 1;
-        while s.stream(self.index, id)?.completed < target {
-            s = self.done.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-        s.host_waiters -= 1;
+        let mut interruptible = true;
+        s = self.block_until(s, "a stream", |s| {
+            let done = s.streams[id as usize].completed >= target;
+            if !done && interruptible && interrupted() {
+                match cancel {
+                    // A blocking copy must not outlive its borrowed buffer:
+                    // cancel it if still queued, else wait for it to end.
+                    Some(seq) if !cancel_queued(&mut s.streams[id as usize], seq) => interruptible = false,
+                    _ => return Err(()),
+                }
+            }
+            Ok(done)
+        })?;
         match s.stream(self.index, id)?.error.take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -353,13 +406,7 @@ impl DeviceShared {
 
     /// Waits for every stream, then returns the first error any of them raised.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        let mut s = lock(&self.sched);
-        let targets: Vec<u64> = s.streams.iter().map(|st| st.enqueued).collect();
-        s.host_waiters += 1;
-        while s.streams.iter().zip(&targets).any(|(st, &t)| st.completed < t) {
-            s = self.done.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-        s.host_waiters -= 1;
+        let mut s = self.drain_locked(true)?;
         let mut first = None;
         for st in &mut s.streams {
             if let Some(e) = st.error.take() {
@@ -367,6 +414,45 @@ impl DeviceShared {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// Waits until the work queued on every stream so far has run, leaving
+    /// the streams' errors for their next synchronizing call.
+    pub(crate) fn drain(&self) {
+        drop(self.drain_locked(false));
+    }
+
+    fn drain_locked(&self, interruptible: bool) -> Result<MutexGuard<'_, Sched>> {
+        let s = lock(&self.sched);
+        let targets: Vec<u64> = s.streams.iter().map(|st| st.enqueued).collect();
+        self.block_until(s, "the device", |s| {
+            let done = s.streams.iter().zip(&targets).all(|(st, &t)| st.completed >= t);
+            if !done && interruptible && interrupted() {
+                return Err(());
+            }
+            Ok(done)
+        })
+    }
+
+    /// Sleeps on `done` until `ready` says so (`Ok(true)`) or gives up
+    /// (`Err`, an interrupt), checking every [`INTERRUPT_POLL`].
+    fn block_until<'a>(
+        &'a self,
+        mut s: MutexGuard<'a, Sched>,
+        what: &'static str,
+        mut ready: impl FnMut(&mut Sched) -> std::result::Result<bool, ()>,
+    ) -> Result<MutexGuard<'a, Sched>> {
+        s.host_waiters += 1;
+        let outcome = loop {
+            match ready(&mut s) {
+                Ok(true) => break Ok(()),
+                Ok(false) => {}
+                Err(()) => break Err(Error::Interrupted { device: self.index, what }),
+            }
+            s = self.done.wait_timeout(s, INTERRUPT_POLL).unwrap_or_else(|e| e.into_inner()).0;
+        };
+        s.host_waiters -= 1;
+        outcome.map(|()| s)
     }
 
     // ---- modules -------------------------------------------------------
@@ -489,21 +575,41 @@ impl DeviceShared {
     fn execute(&self, task: Task) -> Result<()> {
         match task {
             Task::Launch { module, kernel, args, params } => {
+                let mut exec = lock(&self.exec);
                 if let Some(bytes) = params {
                     // SAFETY: `bytes` is a live host buffer outside device memory;
-                    // we are the executor, so no kernel runs now.
+                    // we hold `exec`, so no kernel or copy touches the memory now.
                     unsafe { self.view.write(layout::PARAMS_START, bytes.as_ptr(), bytes.len() as u64)? };
                 }
-                self.launch(&module, kernel, &args)
+                self.launch(&mut exec.store, &module, kernel, &args)
             }
-            // SAFETY (all copies): the enqueuer either blocked until this task ran
-            // or promised through an `unsafe` API that the host pointer stays valid
-            // and unshared until then; we are the executor, so no kernel runs now.
-            Task::CopyIn { dst, src, len } => unsafe { self.view.write(dst, src.0, len) },
-            Task::CopyOut { src, dst, len } => unsafe { self.view.read(src, dst.0, len) },
-            Task::CopyWithin { dst, src, len } => unsafe { self.view.copy_within(dst, src, len) },
-            Task::CopyPeer { from, src, to, dst, len } => unsafe { from.view.copy_to_peer(src, &to.view, dst, len) },
-            Task::Record { .. } | Task::Wait { .. } => Ok(()),
+            // SAFETY (all copies): the enqueuer either blocks until this task has
+            // run (or was cancelled) or promised through an `unsafe` API that the
+            // host pointer stays valid and unshared until then; we hold `exec`,
+            // so no kernel or other copy touches the memory now.
+            Task::CopyIn { dst, src, len } => {
+                let _exec = lock(&self.exec);
+                unsafe { self.view.write(dst, src.0, len) }
+            }
+            Task::CopyOut { src, dst, len } => {
+                let _exec = lock(&self.exec);
+                unsafe { self.view.read(src, dst.0, len) }
+            }
+            Task::CopyWithin { dst, src, len } => {
+                let _exec = lock(&self.exec);
+                unsafe { self.view.copy_within(dst, src, len) }
+            }
+            Task::CopyPeer { from, src, to, dst, len } => {
+                // Both devices' memories are touched: hold both `exec` locks,
+                // lower device index first (the module docs' lock order).
+                let (first, second) = if from.index < to.index { (&from, &to) } else { (&to, &from) };
+                let _first = lock(&first.exec);
+                let _second = lock(&second.exec);
+                // SAFETY: two distinct devices' memories, neither touched by
+                // anything else while we hold both locks.
+                unsafe { from.view.copy_to_peer(src, &to.view, dst, len) }
+            }
+            Task::Record { .. } | Task::Wait { .. } | Task::Cancelled => Ok(()),
         }
     }
 
@@ -513,12 +619,10 @@ impl DeviceShared {
         (self.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1
     }
 
-    fn launch(&self, module: &LoadedModule, kernel: usize, args: &[Val]) -> Result<()> {
-        let mut exec = lock(&self.exec);
-        let store = &mut exec.store;
+    fn launch(&self, store: &mut Store<()>, module: &LoadedModule, kernel: usize, args: &[Val]) -> Result<()> {
         store.set_epoch_deadline(self.deadline_ticks());
         let Err(err) = module.funcs[kernel].call(&mut *store, args, &mut []) else {
-            return Ok(());
+            return self.check_null_guard(module, kernel);
         };
         // A trap leaves the module's shadow stack pointer wherever the kernel
         // was; put it back so the next launch starts with an empty stack.
@@ -555,6 +659,54 @@ impl DeviceShared {
             detail = format!("an index is out of range for the indexed dimension; {detail}");
         }
         Err(Error::KernelTrap { device: self.index, kernel: name, trap: kind, detail })
+    }
+}
+
+impl DeviceShared {
+    /// Wasm cannot unmap the first page of its memory, so a write through a
+    /// null device pointer lands in the null guard instead of faulting. The
+    /// guard is checked (and cleared) after every kernel, and such a write is
+    /// reported like a trap; reads through null see zeros.
+    fn check_null_guard(&self, module: &LoadedModule, kernel: usize) -> Result<()> {
+        // SAFETY: we are the executor and hold `exec`: no kernel runs now.
+        if unsafe { self.view.clear_if_dirty(0, layout::NULL_GUARD) }? {
+            return Err(Error::KernelTrap {
+                device: self.index,
+                kernel: module.kernel(kernel).name.clone(),
+                trap: TrapKind::NullPointerWrite,
+                detail: format!("it wrote to [0, {:#x}), where null device pointers point", layout::NULL_GUARD),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Replaces the queued task with sequence number `seq` by a no-op; false if
+/// it is no longer queued (it is running or has run).
+fn cancel_queued(stream: &mut StreamQueue, seq: u64) -> bool {
+    match stream.queue.iter_mut().find(|q| q.seq == seq) {
+        Some(queued) => {
+            queued.task = Task::Cancelled;
+            true
+        }
+        None => false,
+    }
+}
+
+/// What the allocator asks of a device: stream progress, a drain before it
+/// returns segments, and giving their pages back to the operating system.
+impl crate::allocator::Device for DeviceShared {
+    fn completed(&self, stream: StreamId, ticket: u64) -> bool {
+        DeviceShared::completed(self, stream, ticket)
+    }
+
+    fn drain(&self) {
+        DeviceShared::drain(self);
+    }
+
+    fn discard(&self, start: u64, len: u64) {
+        // The allocator's ranges lie in the heap, inside the memory.
+        let _ = self.view.discard(start, len);
     }
 }
 

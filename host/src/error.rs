@@ -16,7 +16,7 @@ use crate::abi::{ErrorCode, TrapKind};
 pub enum Error {
     /// A device index at or above the device count.
     #[error("invalid device index {index}: there are {count} openreg devices (openreg:0 to openreg:{})", count.saturating_sub(1))]
-    InvalidDevice { index: u32, count: u32 },
+    InvalidDevice { index: i64, count: u32 },
 
     /// The device allocator cannot satisfy a request.
     #[error(
@@ -25,13 +25,20 @@ pub enum Error {
     )]
     OutOfMemory { device: u32, requested: u64, allocated: u64, reserved: u64, total: u64 },
 
+    /// Pinned (page-locked) host memory cannot be allocated.
+    #[error("out of memory: tried to allocate {} of pinned host memory", Bytes(*requested))]
+    HostOutOfMemory { requested: u64 },
+
     /// A pointer that is null, not a device address, or not an allocation.
     #[error("invalid device pointer {ptr:#x}: {reason}")]
     InvalidPointer { ptr: u64, reason: &'static str },
 
-    /// A byte range outside a device's memory.
-    #[error("{len} bytes at offset {offset:#x} lie outside openreg:{device}'s {} memory", Bytes(*capacity))]
-    OutOfBounds { device: u32, offset: u64, len: u64, capacity: u64 },
+    /// A byte range outside the part of a device's memory an operation may touch.
+    #[error(
+        "{len} bytes at offset {offset:#x} of openreg:{device} lie outside [{start:#x}, {end:#x}), \
+         the part of its memory that holds data"
+    )]
+    OutOfBounds { device: u32, offset: u64, len: u64, start: u64, end: u64 },
 
     /// An object of one device used on another.
     #[error("{what} is on openreg:{actual}, but the operation runs on openreg:{expected}")]
@@ -87,6 +94,20 @@ pub enum Error {
     /// The device cannot run work (it failed to start, or its executor died).
     #[error("openreg:{device} is unusable: {reason}")]
     DeviceLost { device: u32, reason: String },
+
+    /// A `fork()` child of a process that had started devices: their executor
+    /// threads did not survive the fork. The message has CUDA's form.
+    #[error(
+        "Cannot re-initialize openreg in forked subprocess. To use openreg with multiprocessing, \
+         you must use the 'spawn' start method"
+    )]
+    Forked,
+
+    /// A blocking wait gave up because the waiting thread was interrupted
+    /// (Ctrl-C). The work it waited for is still queued, or was cancelled if it
+    /// was a blocking copy that had not started.
+    #[error("interrupted (Ctrl-C) while waiting for {what} on openreg:{device}; queued work goes on")]
+    Interrupted { device: u32, what: &'static str },
 }
 
 impl Error {
@@ -94,7 +115,7 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::InvalidDevice { .. } => ErrorCode::InvalidDevice,
-            Error::OutOfMemory { .. } => ErrorCode::OutOfMemory,
+            Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. } => ErrorCode::OutOfMemory,
             Error::InvalidPointer { .. } => ErrorCode::InvalidPointer,
             Error::OutOfBounds { .. } => ErrorCode::OutOfBounds,
             Error::WrongDevice { .. } => ErrorCode::WrongDevice,
@@ -109,6 +130,8 @@ impl Error {
             Error::Unsupported { .. } => ErrorCode::Unsupported,
             Error::Config { .. } => ErrorCode::Config,
             Error::DeviceLost { .. } => ErrorCode::DeviceLost,
+            Error::Forked => ErrorCode::Forked,
+            Error::Interrupted { .. } => ErrorCode::Interrupted,
         }
     }
 }

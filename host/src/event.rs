@@ -15,12 +15,14 @@ use std::time::Instant;
 
 #[cfg(doc)]
 use crate::device::wake_all;
-use crate::device::{lock, DeviceShared};
+use crate::device::{interrupted, lock, DeviceShared, INTERRUPT_POLL};
 use crate::error::{Error, Result};
 
 #[derive(Default)]
 struct State {
     recorded: u64,
+    /// The device of the most recent record.
+    device: Option<u32>,
     /// Generations recorded but not yet reached by their stream.
     pending: BTreeSet<u64>,
     completed_at: Option<Instant>,
@@ -41,11 +43,12 @@ impl EventInner {
         Arc::new(EventInner { id, timing, state: Mutex::new(State::default()), cv: Condvar::new() })
     }
 
-    /// Starts a new record; returns the generation the marker must carry.
-    /// Called with the recording stream's scheduler lock held.
-    pub(crate) fn begin_record(&self) -> u64 {
+    /// Starts a new record on `device`; returns the generation the marker must
+    /// carry. Called with the recording stream's scheduler lock held.
+    pub(crate) fn begin_record(&self, device: u32) -> u64 {
         let mut s = lock(&self.state);
         s.recorded += 1;
+        s.device = Some(device);
         let generation = s.recorded;
         s.pending.insert(generation);
         generation
@@ -88,16 +91,33 @@ impl EventInner {
         !s.pending.contains(&s.recorded)
     }
 
-    pub(crate) fn synchronize(&self) {
+    /// Waits for the most recent record; gives up if the waiting thread is
+    /// interrupted (`device::set_interrupt_check`).
+    pub(crate) fn synchronize(&self) -> Result<()> {
         let mut s = lock(&self.state);
         let target = s.recorded;
         while s.pending.contains(&target) {
-            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            if interrupted() {
+                return Err(Error::Interrupted { device: s.device.unwrap_or(0), what: "an event" });
+            }
+            s = self.cv.wait_timeout(s, INTERRUPT_POLL).unwrap_or_else(|e| e.into_inner()).0;
         }
+        Ok(())
     }
 
-    /// Milliseconds from this event's completion to `end`'s.
+    /// Milliseconds from this event's completion to `end`'s; both most
+    /// recent records must be on one device, as CUDA requires.
     pub(crate) fn elapsed_ms(&self, end: &EventInner) -> Result<f32> {
+        let (here, there) = (lock(&self.state).device, lock(&end.state).device);
+        if let (Some(a), Some(b)) = (here, there) {
+            if a != b {
+                return Err(Error::InvalidArgument(format!(
+                    "events {} and {} were recorded on different devices (openreg:{a} and openreg:{b}); \
+                     elapsed time needs both on one device",
+                    self.id, end.id
+                )));
+            }
+        }
         let time = |e: &EventInner| -> Result<Instant> {
             let s = lock(&e.state);
             if !e.timing {

@@ -6,7 +6,8 @@
 //! | guard    | modules' data segments | parameters | (grows down)    | allocator's segments    |
 //! ```
 //!
-//! - Offset 0 is never handed out, so a device address of offset 0 is never valid data.
+//! - Offset 0 is never handed out, so a device address of offset 0 is never valid data. The
+//!   first [`NULL_GUARD`] bytes stay zero: a kernel that writes there is reported (`device.rs`).
 //! - Kernel modules keep their static data in the static area, each in its own range
 //!   (the loader checks that ranges do not overlap, see `module.rs`).
 //! - All modules on a device share one kernel stack: a device runs one kernel at a time, and
@@ -22,6 +23,8 @@
 pub const WASM_PAGE: u64 = 64 << 10;
 /// First offset a module's static data may use (clang's default `--global-base` is 1024).
 pub const STATIC_START: u64 = 1024;
+/// The null guard, `[0, NULL_GUARD)`: no data lives there, and kernels may not write it.
+pub const NULL_GUARD: u64 = STATIC_START;
 /// End of the static area.
 pub const STATIC_END: u64 = 15 << 20;
 /// Start of the launch parameter area, `[PARAMS_START, PARAMS_START + PARAMS_MAX)`.

@@ -81,5 +81,7 @@ mod runtime;
 pub const ENGINE_MODULE: abi::ModuleId = 0;
 
 pub use config::Config;
+pub use device::{set_interrupt_check, INTERRUPT_POLL};
 pub use error::{Bytes, Error, Result};
-pub use runtime::Runtime;
+pub use module::{MAX_LOOP_NESTING, MAX_MODULE_BYTES, MAX_NESTING};
+pub use runtime::{in_bad_fork, Runtime};

@@ -7,11 +7,13 @@
 //! method checks its byte range against the length; the `unsafe` ones also take
 //! host pointers whose validity only the caller can promise.
 //!
-//! Data races: copies run on the device's executor thread, which never runs a
-//! kernel at the same time, so a copy never races a kernel of its own device. A
-//! peer copy runs on the executor of the stream it was queued on and touches
-//! the other device's memory too; as in CUDA, ordering it against the other
-//! device's work is the caller's job (events).
+//! Data races: every task that touches a device's memory (a kernel, a copy)
+//! runs while holding that device's execution lock (`device.rs`), so a copy
+//! never races a kernel of its own device. A peer copy runs on the executor of
+//! the stream it was queued on and holds the execution locks of both devices
+//! (taken in device order), so it never races the other device's kernels or
+//! copies either. Ordering it after the other device's queued work is the
+//! caller's job (events), as in CUDA.
 
 use crate::error::{Error, Result};
 
@@ -50,7 +52,7 @@ impl MemoryView {
     pub(crate) fn check(&self, offset: u64, len: u64) -> Result<()> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::OutOfBounds { device: self.device, offset, len, capacity: self.len }),
+            _ => Err(Error::OutOfBounds { device: self.device, offset, len, start: 0, end: self.len }),
         }
     }
 
@@ -108,5 +110,66 @@ impl MemoryView {
         // SAFETY: both ranges are in bounds of two distinct memories.
         unsafe { std::ptr::copy_nonoverlapping(from, to, len as usize) };
         Ok(())
+    }
+
+    /// Whether `offset..offset + len` holds only zeros; if not, zeros it.
+    ///
+    /// # Safety
+    /// Only the device's executor may call this (no kernel may run concurrently).
+    pub(crate) unsafe fn clear_if_dirty(&self, offset: u64, len: u64) -> Result<bool> {
+        let at = self.at(offset, len)?;
+        // SAFETY: in bounds (checked); no kernel or copy touches the memory
+        // now (caller's promise), so a shared view of the bytes is sound.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(at, len as usize) };
+        let dirty = bytes.iter().any(|&b| b != 0);
+        if dirty {
+            bytes.fill(0);
+        }
+        Ok(dirty)
+    }
+
+    /// Gives the whole pages inside `offset..offset + len` back to the
+    /// operating system: they stop counting as resident memory and read as
+    /// zeros (on Linux; elsewhere their contents become undefined) the next
+    /// time they are touched. The allocator calls this for segments it
+    /// releases, which no work uses any more.
+    pub(crate) fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        self.check(offset, len)?;
+        let start = (self.base as u64 + offset).next_multiple_of(sys::PAGE);
+        let end = (self.base as u64 + offset + len) / sys::PAGE * sys::PAGE;
+        if end > start {
+            // SAFETY: [start, end) lies inside this memory (checked above), is
+            // page-aligned, and holds no data anyone still needs: the caller
+            // releases it. The host holds no references into device memory.
+            unsafe { sys::discard(start as *mut u8, (end - start) as usize) };
+        }
+        Ok(())
+    }
+}
+
+mod sys {
+    pub(super) const PAGE: u64 = 4096;
+
+    /// # Safety
+    /// `ptr..ptr + len` must be page-aligned pages of a live device memory whose contents may be lost.
+    #[cfg(unix)]
+    pub(super) unsafe fn discard(ptr: *mut u8, len: usize) {
+        #[cfg(target_os = "linux")]
+        const ADVICE: libc::c_int = libc::MADV_DONTNEED;
+        #[cfg(not(target_os = "linux"))]
+        const ADVICE: libc::c_int = libc::MADV_FREE;
+        // SAFETY: by the caller's promise; the advice only drops page contents.
+        // A failure leaves the pages resident, which is harmless.
+        unsafe { libc::madvise(ptr.cast(), len, ADVICE) };
+    }
+
+    /// # Safety
+    /// As above.
+    #[cfg(windows)]
+    pub(super) unsafe fn discard(ptr: *mut u8, len: usize) {
+        use windows_sys::Win32::System::Memory::{VirtualAlloc, MEM_RESET, PAGE_READWRITE};
+        // SAFETY: by the caller's promise; MEM_RESET keeps the pages committed
+        // and only tells the system their contents are no longer needed.
+        unsafe { VirtualAlloc(ptr.cast(), len, MEM_RESET, PAGE_READWRITE) };
     }
 }

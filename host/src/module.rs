@@ -7,7 +7,14 @@
 //!   no results; there is at least one;
 //! - it has no start function;
 //! - its static data (active data segments, up to an exported `__data_end`)
-//!   lies in the static area of `layout.rs`.
+//!   lies in the static area of `layout.rs`;
+//! - it is at most [`MAX_MODULE_BYTES`] long, and no function nests blocks
+//!   deeper than [`MAX_NESTING`] or loops deeper than [`MAX_LOOP_NESTING`].
+//!   Cranelift's time per instruction grows with the depth of the loops around
+//!   it, so without a bound a small hostile module takes minutes to load (4000
+//!   nested loops: 2.2 s); with it, loading is linear in the module's size.
+//!   Compilers emit far shallower code: the engine nests 34 blocks and 5 loops
+//!   at most (a `switch` becomes one block per case, hence the looser block bound).
 //!
 //! Then it is rewritten in one place: its `__stack_pointer` global starts at
 //! the device's kernel stack ([`layout::STACK_TOP`]) instead of wherever its
@@ -24,6 +31,13 @@ use wasmparser::{DataKind, ExternalKind, KnownCustom, Name, Operator, Parser, Pa
 use crate::abi::{KernelInfo, ValueType};
 use crate::error::{Error, Result};
 use crate::layout;
+
+/// The largest kernel module the loader accepts, in bytes (binary or text).
+pub const MAX_MODULE_BYTES: usize = 16 << 20;
+/// The deepest block nesting (`block`, `loop`, `if`, `try_table`) a kernel may have.
+pub const MAX_NESTING: u32 = 1024;
+/// The deepest loop nesting a kernel may have.
+pub const MAX_LOOP_NESTING: u32 = 32;
 
 /// The export name under which a prepared module exposes its stack pointer.
 pub(crate) const STACK_POINTER_EXPORT: &str = "__openreg_stack_pointer";
@@ -49,6 +63,13 @@ struct GlobalInfo {
 /// Checks, rewrites and compiles a module (binary or text format).
 pub(crate) fn prepare(engine: &wasmtime::Engine, name: &str, wasm: &[u8], memory64: bool) -> Result<KernelModule> {
     let invalid = |reason: String| Error::InvalidModule { module: name.to_string(), reason };
+    if wasm.len() > MAX_MODULE_BYTES {
+        return Err(invalid(format!(
+            "it is {} long; kernel modules may be at most {} (split it into several modules)",
+            crate::Bytes(wasm.len() as u64),
+            crate::Bytes(MAX_MODULE_BYTES as u64)
+        )));
+    }
     let bytes: Cow<[u8]> = wat::parse_bytes(wasm).map_err(|e| invalid(format!("not a wasm module: {e}")))?;
     let parsed = scan(&bytes, memory64).map_err(invalid)?;
 
@@ -80,7 +101,7 @@ fn scan(bytes: &[u8], memory64: bool) -> std::result::Result<Scan, String> {
     let mut exports = Vec::new();
     let mut data = Vec::new();
     let mut memory_imported = false;
-    let err = |e: wasmparser::BinaryReaderError| e.to_string();
+    let err = |e: wasmparser::BinaryReaderError| format!("not a valid wasm module: {e}");
 
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(err)? {
@@ -161,6 +182,7 @@ fn scan(bytes: &[u8], memory64: bool) -> std::result::Result<Scan, String> {
                     }
                 }
             }
+            Payload::CodeSectionEntry(body) => check_nesting(&body)?,
             Payload::CustomSection(reader) => {
                 if let KnownCustom::Name(names) = reader.as_known() {
                     for name in names {
@@ -250,6 +272,39 @@ fn scan(bytes: &[u8], memory64: bool) -> std::result::Result<Scan, String> {
         }
     }
     Ok(Scan { kernels, static_range, stack_pointer })
+}
+
+/// Checks, in one pass over a function's instructions, that it nests blocks
+/// at most [`MAX_NESTING`] and loops at most [`MAX_LOOP_NESTING`] deep.
+fn check_nesting(body: &wasmparser::FunctionBody<'_>) -> std::result::Result<(), String> {
+    // Open blocks, innermost last: whether each is a loop.
+    let mut open: Vec<bool> = Vec::new();
+    let mut loops = 0u32;
+    let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
+    while !ops.eof() {
+        let is_loop = match ops.read().map_err(|e| e.to_string())? {
+            Operator::Loop { .. } => true,
+            Operator::Block { .. } | Operator::If { .. } | Operator::TryTable { .. } => false,
+            Operator::End => {
+                if open.pop() == Some(true) {
+                    loops -= 1;
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        open.push(is_loop);
+        loops += u32::from(is_loop);
+        let (what, depth, max) =
+            if is_loop { ("loops", loops, MAX_LOOP_NESTING) } else { ("blocks", open.len() as u32, MAX_NESTING) };
+        if depth > max {
+            return Err(format!(
+                "a function nests {what} more than {max} deep; kernels may nest at most {MAX_NESTING} blocks and \
+                 {MAX_LOOP_NESTING} loops (deeper nesting makes compiling slow; compilers do not emit it)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The value of a constant expression that is a single integer constant.

@@ -5,12 +5,21 @@
 //! generation, and so is the compiled-module cache: every runtime of a process
 //! compiles the built-in engine module once (it is large, and compiling it
 //! per runtime would make each new runtime's first device slow to start).
-//! Each engine has one watchdog clock.
+//! Each engine has one watchdog clock, started with the first device.
+//!
+//! Every device address that enters the runtime goes through
+//! [`RuntimeInner::region`]: the one place that checks it names the device the
+//! operation says, and that its whole byte range lies in that device's heap.
+//!
+//! Fork: a device's executor thread does not survive `fork()`. A child of a
+//! process that had started a device is poisoned: every call that would
+//! start, use or wait for a device fails at once with [`Error::Forked`]
+//! (CUDA's rule and message), instead of waiting for a thread that is gone.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use crate::abi::{DeviceIndex, DevicePtr, StreamRef};
 use crate::address_space::AddressSpace;
@@ -18,7 +27,39 @@ use crate::config::Config;
 use crate::device::{lock, DeviceShared, EPOCH_TICK};
 use crate::error::{Error, Result};
 use crate::event::EventInner;
+use crate::layout;
 use crate::module::{self, KernelModule};
+
+/// Whether a device of any runtime has started in this process (or in a
+/// parent it was forked from).
+static DEVICES_STARTED: AtomicBool = AtomicBool::new(false);
+/// Set in the child by `fork()` when a device had started in the parent.
+static FORKED_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process is a fork child whose parent had started devices.
+pub fn in_bad_fork() -> bool {
+    FORKED_CHILD.load(Ordering::Relaxed)
+}
+
+/// Registers the fork handler once per process.
+fn watch_forks() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        #[cfg(unix)]
+        {
+            extern "C" fn child() {
+                // Only atomics here: the child of a threaded process may call
+                // nothing that is not async-signal-safe.
+                if DEVICES_STARTED.load(Ordering::Relaxed) {
+                    FORKED_CHILD.store(true, Ordering::Relaxed);
+                }
+            }
+            // SAFETY: `child` is async-signal-safe (two atomic operations) and
+            // lives for the whole process; no prepare or parent handler.
+            unsafe { libc::pthread_atfork(None, None, Some(child)) };
+        }
+    });
+}
 
 type CompiledEntry = (Vec<u8>, bool, Arc<KernelModule>);
 
@@ -29,6 +70,10 @@ struct SharedEngine {
     /// Compiled modules by content hash, with the bytes and the device kind
     /// (memory64 or not) to rule out collisions.
     compiled: Mutex<HashMap<u64, Vec<CompiledEntry>>>,
+    /// Starts the watchdog clock with the first device (not with the engine,
+    /// so that a fork child of a process that never started a device still
+    /// gets a clock when it starts one).
+    clock: Once,
 }
 
 impl SharedEngine {
@@ -53,8 +98,7 @@ impl SharedEngine {
             .memory_may_move(false);
         let engine = wasmtime::Engine::new(&wasm)
             .map_err(|e| Error::DeviceLost { device: 0, reason: format!("cannot create the wasm engine: {e:#}") })?;
-        start_watchdog_clock(engine.clone());
-        let shared = Arc::new(SharedEngine { engine, compiled: Mutex::new(HashMap::new()) });
+        let shared = Arc::new(SharedEngine { engine, compiled: Mutex::new(HashMap::new()), clock: Once::new() });
         engines.insert(reservation, Arc::clone(&shared));
         Ok(shared)
     }
@@ -82,6 +126,7 @@ impl Runtime {
     /// A runtime with the given configuration. Devices start on first use.
     pub fn new(config: Config) -> Result<Runtime> {
         config.validate()?;
+        watch_forks();
         let shared = SharedEngine::get(config.memory_bytes)?;
         let space = AddressSpace::reserve(config.device_count, config.memory_bytes)?;
         Ok(Runtime {
@@ -131,24 +176,27 @@ impl Runtime {
         if dst.is_empty() {
             return self.inner.device(stream.device)?.check_stream(stream.id);
         }
-        let (dev, offset) = self.inner.resolve(src, stream.device, "source")?;
         let len = dst.len() as u64;
-        dev.view.check(offset, len)?;
-        let ticket = dev.enqueue(
+        let (dev, offset) = self.inner.region(src, len, stream.device, "source")?;
+        // Blocking until the copy has run (or was cancelled) keeps `dst`
+        // borrowed for as long as the executor may write it.
+        dev.copy_blocking(
             stream.id,
             crate::device::Task::CopyOut { src: offset, dst: crate::memory_view::HostPtr(dst.as_mut_ptr()), len },
-        )?;
-        // Blocking until the copy has run keeps `dst` borrowed for as long as
-        // the executor may write it.
-        dev.wait(stream.id, Some(ticket))
+        )
     }
 }
 
 impl RuntimeInner {
     /// A started device; starts it on first use.
     pub(crate) fn device(&self, index: DeviceIndex) -> Result<&Arc<DeviceShared>> {
-        let slot =
-            self.devices.get(index as usize).ok_or(Error::InvalidDevice { index, count: self.config.device_count })?;
+        let slot = self
+            .devices
+            .get(index as usize)
+            .ok_or(Error::InvalidDevice { index: index.into(), count: self.config.device_count })?;
+        if in_bad_fork() {
+            return Err(Error::Forked);
+        }
         if let Some(dev) = slot.get() {
             return Ok(dev);
         }
@@ -156,6 +204,9 @@ impl RuntimeInner {
         if let Some(dev) = slot.get() {
             return Ok(dev);
         }
+        DEVICES_STARTED.store(true, Ordering::Relaxed);
+        let engine = self.shared.engine.clone();
+        self.shared.clock.call_once(|| start_watchdog_clock(engine));
         let dev = DeviceShared::start(
             &self.shared.engine,
             index,
@@ -201,18 +252,29 @@ impl RuntimeInner {
         Ok(module)
     }
 
-    /// The device and offset of a device address that must be on `expected`.
-    pub(crate) fn resolve(
+    /// The one check of a device address entering the runtime: `ptr` must be
+    /// an address on `device` (the device the operation names), and the whole
+    /// range `[ptr, ptr + len)` must lie in that device's heap, the only part
+    /// of device memory that holds data. `len` 0 checks the address alone (a
+    /// kernel argument, whose extent only the kernel knows). Returns the
+    /// device and the offset of `ptr` in its memory.
+    pub(crate) fn region(
         &self,
         ptr: DevicePtr,
-        expected: DeviceIndex,
+        len: u64,
+        device: DeviceIndex,
         what: &str,
     ) -> Result<(&Arc<DeviceShared>, u64)> {
-        let (device, offset) = self.decode(ptr)?;
-        if device != expected {
-            return Err(Error::WrongDevice { what: format!("the {what} pointer {ptr:#x}"), expected, actual: device });
+        let (actual, offset) = self.decode(ptr)?;
+        if actual != device {
+            return Err(Error::WrongDevice { what: format!("the {what} pointer {ptr:#x}"), expected: device, actual });
         }
-        Ok((self.device(device)?, offset))
+        let dev = self.device(device)?;
+        let inside = offset >= layout::HEAP_START && offset.checked_add(len).is_some_and(|end| end <= dev.capacity);
+        if !inside {
+            return Err(Error::OutOfBounds { device, offset, len, start: layout::HEAP_START, end: dev.capacity });
+        }
+        Ok((dev, offset))
     }
 
     /// The device and offset of any device address.
@@ -233,6 +295,9 @@ impl RuntimeInner {
     }
 
     pub(crate) fn event(&self, id: u64) -> Result<Arc<EventInner>> {
+        if in_bad_fork() {
+            return Err(Error::Forked);
+        }
         lock(&self.events).get(&id).cloned().ok_or(Error::InvalidEvent { event: id, reason: "no such event" })
     }
 }

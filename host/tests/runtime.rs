@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openreg_host::abi::*;
-use openreg_host::{Config, Error, Runtime};
+use openreg_host::{layout, Config, Error, Runtime};
 
 const MIB: u64 = 1 << 20;
 
@@ -112,48 +112,54 @@ const SPIN_WAT: &str = r#"(module
       (local.set $i (i32.add (local.get $i) (i32.const 1)))
       (br_if $l (i32.lt_u (local.get $i) (local.get $n))))))"#;
 
-/// A host-controlled gate and an order log. `wait_flag` keeps its device's
-/// executor busy until the word at `flag` is non-zero, which another device's
-/// executor can set with a peer copy; `append` logs `value` to a list at `log`
-/// (a count followed by the values) to show the order kernels ran in.
+/// A gate and an order log. `hold` never returns: it keeps its device's
+/// executor busy until the watchdog stops it. (Nothing else can open it: a
+/// peer copy into a device waits for that device's running kernel, so no
+/// host or device write can reach memory a kernel is using.) `append` logs
+/// `value` to a list at `log` (a count followed by the values) to show the
+/// order kernels ran in.
 const GATE_WAT: &str = r#"(module
   (import "env" "memory" (memory 1))
-  (func (export "wait_flag") (param $flag i32)
-    (loop $l (br_if $l (i32.eqz (i32.load (local.get $flag))))))
+  (func (export "hold") (loop $l (br $l)))
   (func (export "append") (param $log i32) (param $value i32) (local $n i32)
     (local.set $n (i32.load (local.get $log)))
     (i32.store (i32.add (local.get $log) (i32.shl (i32.add (local.get $n) (i32.const 1)) (i32.const 2)))
       (local.get $value))
     (i32.store (local.get $log) (i32.add (local.get $n) (i32.const 1)))))"#;
 
-/// A closed gate on device 0: launch `wait_flag` with it, then `open` it.
+/// How long a gate holds its device: the watchdog limit of [`gated_runtime`].
+/// The calls a test makes while the gate is closed take microseconds.
+const GATE_HOLD: Duration = Duration::from_secs(1);
+
+/// [`runtime`] with a watchdog short enough to open gates.
+fn gated_runtime() -> Runtime {
+    Runtime::new(Config { device_count: 2, memory_bytes: 64 * MIB, memory64: false, kernel_timeout: GATE_HOLD })
+        .unwrap()
+}
+
+/// A closed gate on device 0: `block` a stream with it, then `open` it.
 struct Gate {
-    flag: DevicePtr,
-    one: DevicePtr,
-    opener: StreamRef,
+    blocked: std::cell::Cell<Option<StreamRef>>,
 }
 
 impl Gate {
     fn new(rt: &Runtime) -> Gate {
         rt.load_module(0, "gate", GATE_WAT.as_bytes()).unwrap();
-        let s0 = rt.default_stream(0).unwrap();
-        let flag = rt.allocate(0, 4, s0).unwrap();
-        rt.copy_to_device(s0, flag, &[0; 4]).unwrap();
-        let opener = rt.create_stream(1, 0).unwrap();
-        let one = rt.allocate(1, 4, opener).unwrap();
-        rt.copy_to_device(opener, one, &1u32.to_le_bytes()).unwrap();
-        Gate { flag, one, opener }
+        Gate { blocked: std::cell::Cell::new(None) }
     }
 
     /// Occupies device 0's executor on `stream` until the gate opens.
     fn block(&self, rt: &Runtime, stream: StreamRef) {
-        launch(rt, stream, "wait_flag", &[Ptr(self.flag)]).unwrap();
+        launch(rt, stream, "hold", &[]).unwrap();
+        self.blocked.set(Some(stream));
     }
 
-    /// Opens the gate from device 1's executor.
+    /// Waits until the watchdog has stopped the gate's kernel, and takes the
+    /// timeout error it left on its stream (with the rest of that stream's work).
     fn open(&self, rt: &Runtime) {
-        rt.copy_device_to_device(self.opener, self.flag, self.one, 4).unwrap();
-        rt.synchronize_stream(self.opener).unwrap();
+        let stream = self.blocked.take().expect("the gate blocks a stream");
+        let err = rt.synchronize_stream(stream).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::KernelTimeout, "{err}");
     }
 }
 
@@ -242,19 +248,19 @@ fn device_to_device_copies_work_on_one_device_and_between_devices() {
     let values: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
     let a = upload(&rt, s0, &values);
     let b = rt.allocate(0, 4000, s0).unwrap();
-    rt.copy_device_to_device(s0, b, a, 4000).unwrap();
+    rt.copy_device_to_device(s0, 0, b, 0, a, 4000).unwrap();
     assert_eq!(download(&rt, s0, b, 1000), values);
     // Overlapping copy within one device has memmove semantics.
-    rt.copy_device_to_device(s0, b + 4, b, 400).unwrap();
+    rt.copy_device_to_device(s0, 0, b + 4, 0, b, 400).unwrap();
     let moved = download(&rt, s0, b, 101);
     assert_eq!(moved[1..], values[..100]);
     // To another device, queued on either device's stream.
     let c = rt.allocate(1, 4000, s1).unwrap();
-    rt.copy_device_to_device(s0, c, a, 4000).unwrap();
+    rt.copy_device_to_device(s0, 1, c, 0, a, 4000).unwrap();
     rt.synchronize_stream(s0).unwrap();
     assert_eq!(download(&rt, s1, c, 1000), values);
     let d = rt.allocate(0, 4000, s0).unwrap();
-    rt.copy_device_to_device(s1, d, c, 4000).unwrap();
+    rt.copy_device_to_device(s1, 0, d, 1, c, 4000).unwrap();
     rt.synchronize_stream(s1).unwrap();
     assert_eq!(download(&rt, s0, d, 1000), values);
 }
@@ -266,7 +272,7 @@ fn copies_outside_device_memory_or_on_the_wrong_device_are_rejected() {
     let p = rt.allocate(0, 1024, s0).unwrap();
     let err = rt.copy_to_host(s0, p, 64 * MIB).unwrap_err();
     assert_eq!(err.code(), ErrorCode::OutOfBounds);
-    assert!(err.to_string().contains("outside openreg:0's 64.0 MiB memory"), "{err}");
+    assert!(err.to_string().contains("of openreg:0 lie outside [0x1000000, 0x4000000)"), "{err}");
     let err = rt.copy_to_device(rt.default_stream(1).unwrap(), p, &[1, 2, 3]).unwrap_err();
     assert_eq!(err.code(), ErrorCode::WrongDevice);
     assert_eq!(rt.copy_to_host(s0, 0, 4).unwrap_err().code(), ErrorCode::InvalidPointer);
@@ -274,6 +280,160 @@ fn copies_outside_device_memory_or_on_the_wrong_device_are_rejected() {
     // The device still works.
     rt.copy_to_device(s0, p, &[1, 2, 3]).unwrap();
     assert_eq!(rt.copy_to_host(s0, p, 3).unwrap(), [1, 2, 3]);
+}
+
+#[test]
+fn every_device_address_is_checked_as_a_whole_range_against_the_named_device() {
+    let rt = runtime();
+    let (s0, s1) = (rt.default_stream(0).unwrap(), rt.default_stream(1).unwrap());
+    let mine = upload(&rt, s0, &[1.0; 256]);
+    let secret = upload(&rt, s1, &[7.0; 256]);
+    // The first block of a fresh device starts its heap: device 0's memory
+    // begins HEAP_START below it, and device 1's right after device 0's.
+    let device0 = mine - layout::HEAP_START;
+    assert_eq!(rt.device_of(device0 + 64 * MIB), Some(1));
+    let code = |r: Result<(), Error>| r.unwrap_err().code();
+    // A pointer that lies in device 1 but is presented as device 0's, on every path.
+    assert_eq!(code(rt.copy_device_to_device(s0, 0, mine, 0, secret, 1024)), ErrorCode::WrongDevice);
+    assert_eq!(code(rt.copy_device_to_device(s0, 0, secret, 0, mine, 1024)), ErrorCode::WrongDevice);
+    assert_eq!(code(rt.copy_device_to_device(s0, 1, mine, 0, secret, 1024)), ErrorCode::WrongDevice);
+    assert_eq!(code(rt.copy_to_host(s0, secret, 4).map(drop)), ErrorCode::WrongDevice);
+    assert_eq!(code(rt.record_stream(secret, s0)), ErrorCode::WrongDevice);
+    assert_eq!(code(launch(&rt, s0, "fill_f32", &[Ptr(secret), I32(1), F32(0.0)])), ErrorCode::WrongDevice);
+    // A range that starts on device 0 but runs past its end (into device 1's range).
+    let last = device0 + 64 * MIB - 512;
+    assert_eq!(code(rt.copy_device_to_device(s1, 1, secret, 0, last, 1024)), ErrorCode::OutOfBounds);
+    // Ranges outside the heap: the null guard, module data, parameters, the kernel stack.
+    for offset in [8, layout::STATIC_START, layout::PARAMS_START, layout::STACK_TOP - 64] {
+        let inside = device0 + offset;
+        assert_eq!(code(rt.copy_to_device(s0, inside, &[0; 16])), ErrorCode::OutOfBounds, "offset {offset:#x}");
+        assert_eq!(code(rt.copy_device_to_device(s0, 0, mine, 0, inside, 16)), ErrorCode::OutOfBounds);
+        assert_eq!(code(launch(&rt, s0, "fill_f32", &[Ptr(inside), I32(1), F32(0.0)])), ErrorCode::OutOfBounds);
+    }
+    // Nothing moved: both devices hold what they held, and still compute.
+    assert_eq!(download(&rt, s1, secret, 256), [7.0; 256]);
+    assert_eq!(download(&rt, s0, mine, 256), [1.0; 256]);
+    launch(&rt, s0, "fill_f32", &[Ptr(mine), I32(256), F32(2.0)]).unwrap();
+    assert_eq!(download(&rt, s0, mine, 256), [2.0; 256]);
+}
+
+/// `watch(p, n)` spins up to `n` rounds watching the word at `p`, and stores
+/// at `p + 4` whether it changed while the kernel ran.
+const WATCH_WAT: &str = r#"(module
+  (import "env" "memory" (memory 1))
+  (func (export "watch") (param $p i32) (param $n i32) (local $v0 i32) (local $i i32)
+    (local.set $v0 (i32.load (local.get $p)))
+    (block $out (loop $l
+      (br_if $out (i32.ne (i32.load (local.get $p)) (local.get $v0)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (local.get $n)))))
+    (i32.store offset=4 (local.get $p) (i32.ne (i32.load (local.get $p)) (local.get $v0)))))"#;
+
+#[test]
+fn a_peer_copy_never_writes_memory_a_kernel_on_the_other_device_is_using() {
+    let rt = runtime();
+    rt.load_module(1, "watch", WATCH_WAT.as_bytes()).unwrap();
+    let (s0, s1) = (rt.default_stream(0).unwrap(), rt.default_stream(1).unwrap());
+    let src = rt.allocate(0, 4, s0).unwrap();
+    rt.copy_to_device(s0, src, &3u32.to_le_bytes()).unwrap();
+    for _ in 0..3 {
+        let word = rt.allocate(1, 8, s1).unwrap();
+        rt.copy_to_device(s1, word, &[0; 8]).unwrap();
+        launch(&rt, s1, "watch", &[Ptr(word), I32(100_000_000)]).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+        // Queued on device 0, whose executor is idle: it runs at once, but
+        // must not write device 1's memory while `watch` runs there.
+        rt.copy_device_to_device(s0, 1, word, 0, src, 4).unwrap();
+        rt.synchronize_stream(s0).unwrap();
+        let got = rt.copy_to_host(s1, word, 8).unwrap();
+        assert_eq!(got[4..], [0, 0, 0, 0], "the kernel saw its memory change under it");
+        assert_eq!(got[..4], 3u32.to_le_bytes(), "the copy landed");
+    }
+}
+
+thread_local! {
+    static INTERRUPTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes waits on the calling thread see an interrupt (as Ctrl-C would).
+fn interrupt_this_thread(on: bool) {
+    fn check() -> bool {
+        INTERRUPTED.with(|i| i.get())
+    }
+    openreg_host::set_interrupt_check(check);
+    INTERRUPTED.with(|i| i.set(on));
+}
+
+#[test]
+fn an_interrupt_ends_a_wait_and_cancels_a_blocking_copy_that_has_not_started() {
+    let rt = gated_runtime();
+    let gate = Gate::new(&rt);
+    let s = rt.create_stream(0, 0).unwrap();
+    let p = upload(&rt, s, &[5.0; 16]);
+    gate.block(&rt, s);
+    interrupt_this_thread(true);
+    let started = std::time::Instant::now();
+    let err = rt.synchronize_stream(s).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Interrupted, "{err}");
+    let mut host = vec![0u8; 64];
+    let err = rt.copy_to_host_slice(s, &mut host, p).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Interrupted, "{err}");
+    assert_eq!(rt.synchronize_device(0).unwrap_err().code(), ErrorCode::Interrupted);
+    assert!(started.elapsed() < GATE_HOLD / 2, "the waits did not end at the interrupt");
+    interrupt_this_thread(false);
+    drop(host); // the cancelled copy must never write it
+    gate.open(&rt);
+    // The cancelled copy counted as done, and the device computes on.
+    assert!(rt.query_stream(s).unwrap());
+    assert_eq!(download(&rt, s, p, 16), [5.0; 16]);
+}
+
+#[cfg(target_os = "linux")]
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4096
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn empty_cache_gives_released_pages_back_to_the_operating_system() {
+    let rt = Runtime::new(Config { device_count: 1, memory_bytes: 1 << 30, ..Config::default() }).unwrap();
+    let s = rt.default_stream(0).unwrap();
+    let before = resident_bytes();
+    let size = 384 * MIB;
+    let p = rt.allocate(0, size, s).unwrap();
+    let chunk = vec![1u8; 16 << 20];
+    for at in (0..size).step_by(chunk.len()) {
+        rt.copy_to_device(s, p + at, &chunk).unwrap();
+    }
+    drop(chunk);
+    let touched = resident_bytes();
+    assert!(touched > before + 300 * MIB, "writing 384 MiB grew the process by {} MiB", (touched - before) >> 20);
+    rt.free(p).unwrap();
+    assert!(resident_bytes() > before + 300 * MIB, "a freed block stays cached (and resident) until empty_cache");
+    rt.empty_cache(0).unwrap();
+    let after = resident_bytes();
+    assert!(after + 300 * MIB < touched, "empty_cache left {} MiB more resident", after.saturating_sub(before) >> 20);
+    // The released range is usable again, and reads back what is written.
+    let q = rt.allocate(0, size, s).unwrap();
+    rt.copy_to_device(s, q + size - 4, &[9, 8, 7, 6]).unwrap();
+    assert_eq!(rt.copy_to_host(s, q + size - 4, 4).unwrap(), [9, 8, 7, 6]);
+}
+
+#[test]
+fn out_of_memory_waits_for_frees_pending_on_other_streams() {
+    let rt = runtime();
+    rt.load_module(0, "spin", SPIN_WAT.as_bytes()).unwrap();
+    let s = rt.default_stream(0).unwrap();
+    let other = rt.create_stream(0, 0).unwrap();
+    let held = rt.allocate(0, 40 * MIB, s).unwrap();
+    launch(&rt, other, "spin", &[I32(100_000_000)]).unwrap();
+    rt.record_stream(held, other).unwrap();
+    rt.free(held).unwrap(); // pending until `other` passes its spin
+                            // Only fits once the pending free has completed and its segment is released.
+    let p = rt.allocate(0, 40 * MIB, rt.create_stream(0, 0).unwrap()).unwrap();
+    assert_ne!(p, 0);
+    assert_eq!(rt.stats(0).unwrap().ooms, 0);
 }
 
 // ---- built-in kernels -----------------------------------------------------------
@@ -359,6 +519,7 @@ fn a_trapping_kernel_reports_kernel_device_and_trap_and_the_device_stays_usable(
         ("abort", vec![], TrapKind::Unreachable),
         ("recurse", vec![I32(0)], TrapKind::StackOverflow),
         ("divide", vec![I32(0)], TrapKind::IntegerDivideByZero),
+        ("store_at", vec![I32(8), I32(1)], TrapKind::NullPointerWrite),
     ];
     for (name, args, kind) in cases {
         launch(&rt, s, name, &args).unwrap(); // the launch itself is queued fine
@@ -370,7 +531,10 @@ fn a_trapping_kernel_reports_kernel_device_and_trap_and_the_device_stays_usable(
             other => panic!("{name}: expected a trap, got {other}"),
         }
         assert!(err.to_string().starts_with(&format!("kernel `{name}` trapped on openreg:0: {}", kind.wit_name())));
-        // The error was reported once; the device keeps working.
+        // The error was reported once; the device keeps working (and the
+        // null guard is clean again: the same launch with 0 passes).
+        rt.synchronize_stream(s).unwrap();
+        launch(&rt, s, "store_at", &[I32(8), I32(0)]).unwrap();
         rt.synchronize_stream(s).unwrap();
         let p = upload(&rt, s, &[1.0, 2.0]);
         launch(&rt, s, "add_f32", &[Ptr(p), Ptr(p), Ptr(p), I32(2)]).unwrap();
@@ -482,6 +646,32 @@ fn modules_that_break_the_kernel_contract_are_rejected_with_the_reason() {
     assert!(rt.module_kernels(0, 2).is_err());
 }
 
+fn nested(kind: &str, depth: usize) -> String {
+    format!(
+        r#"(module (import "env" "memory" (memory 1)) (func (export "deep") {} {}))"#,
+        format!("({kind} ").repeat(depth),
+        ")".repeat(depth)
+    )
+}
+
+#[test]
+fn the_loader_bounds_nesting_and_size_with_a_clear_error() {
+    let rt = runtime();
+    for (kind, max) in [("block", openreg_host::MAX_NESTING), ("loop", openreg_host::MAX_LOOP_NESTING)] {
+        let max = max as usize;
+        let id = rt.load_module(0, &format!("{kind}_ok"), nested(kind, max).as_bytes()).unwrap();
+        let kernel = rt.module_kernel(0, id, "deep").unwrap();
+        rt.launch(rt.default_stream(0).unwrap(), kernel, &[]).unwrap();
+        let err = rt.load_module(0, "too_deep", nested(kind, max + 1).as_bytes()).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidModule);
+        assert!(err.to_string().contains(&format!("nests {kind}s more than {max} deep")), "{err}");
+    }
+    let huge = vec![0u8; openreg_host::MAX_MODULE_BYTES + 1];
+    let err = rt.load_module(0, "huge", &huge).unwrap_err();
+    assert!(err.to_string().contains("kernel modules may be at most 16.0 MiB"), "{err}");
+    rt.synchronize_device(0).unwrap();
+}
+
 #[test]
 fn a_c_kernel_module_runs_beside_the_builtin_library() {
     let rt = runtime();
@@ -548,7 +738,8 @@ fn memory_statistics_return_to_baseline_after_frees_and_empty_cache() {
     let after = rt.stats(1).unwrap();
     assert_eq!((after.reserved_bytes, after.segments), (base.reserved_bytes, base.segments));
     let info = rt.mem_get_info(1).unwrap();
-    assert_eq!(info.free_bytes, info.total_bytes);
+    assert_eq!(info.total_bytes, rt.properties(1).unwrap().capacity_bytes);
+    assert_eq!(info.free_bytes, info.total_bytes - layout::HEAP_START, "all but the system area is free");
     assert!(after.peak_allocated_bytes >= during.allocated_bytes);
     rt.reset_peak_stats(1).unwrap();
     assert_eq!(rt.stats(1).unwrap().peak_allocated_bytes, 0);
@@ -573,7 +764,7 @@ fn out_of_memory_states_device_request_and_usage_and_the_device_recovers() {
 
 #[test]
 fn memory_freed_while_another_stream_uses_it_is_not_reused_early() {
-    let rt = runtime();
+    let rt = gated_runtime();
     let gate = Gate::new(&rt);
     let (s, other) = (rt.default_stream(0).unwrap(), rt.create_stream(0, 0).unwrap());
     let p = rt.allocate(0, 4096, s).unwrap();
@@ -583,7 +774,6 @@ fn memory_freed_while_another_stream_uses_it_is_not_reused_early() {
     let q = rt.allocate(0, 4096, s).unwrap();
     assert_ne!(p, q, "handed out while `other` may still use it");
     gate.open(&rt);
-    rt.synchronize_stream(other).unwrap();
     let r = rt.allocate(0, 4096, s).unwrap();
     assert_eq!(r, p, "reused once `other` has passed the free");
 }
@@ -592,7 +782,7 @@ fn memory_freed_while_another_stream_uses_it_is_not_reused_early() {
 
 #[test]
 fn enqueue_returns_before_the_work_runs() {
-    let rt = runtime();
+    let rt = gated_runtime();
     let gate = Gate::new(&rt);
     let s = rt.create_stream(0, 0).unwrap();
     let e = rt.create_event(false);
@@ -643,15 +833,15 @@ fn a_stream_waits_for_an_event_recorded_on_another_stream_or_device() {
     rt.wait_event(remote, ready).unwrap();
     // Both consumers copy only after the producer's fill.
     let local = rt.allocate(0, 400, consumer).unwrap();
-    rt.copy_device_to_device(consumer, local, p, 400).unwrap();
-    rt.copy_device_to_device(remote, q, p, 400).unwrap();
+    rt.copy_device_to_device(consumer, 0, local, 0, p, 400).unwrap();
+    rt.copy_device_to_device(remote, 1, q, 0, p, 400).unwrap();
     assert_eq!(download(&rt, consumer, local, 100), [9.0; 100]);
     assert_eq!(download(&rt, remote, q, 100), [9.0; 100]);
 }
 
 #[test]
 fn a_higher_priority_stream_runs_first_when_the_device_is_busy() {
-    let rt = runtime();
+    let rt = gated_runtime();
     let gate = Gate::new(&rt);
     let range = rt.stream_priority_range();
     assert_eq!((range.least, range.greatest), (0, -2));
@@ -688,6 +878,12 @@ fn event_elapsed_time_is_positive_and_misuse_is_an_error() {
     rt.synchronize_event(end).unwrap();
     let ms = rt.elapsed_time(start, end).unwrap();
     assert!(ms > 0.0, "{ms}");
+    let elsewhere = rt.create_event(true);
+    rt.record_event(elsewhere, rt.default_stream(1).unwrap()).unwrap();
+    rt.synchronize_event(elsewhere).unwrap();
+    let err = rt.elapsed_time(start, elsewhere).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgument);
+    assert!(err.to_string().contains("different devices (openreg:0 and openreg:1)"), "{err}");
     let untimed = rt.create_event(false);
     rt.record_event(untimed, s).unwrap();
     rt.synchronize_event(untimed).unwrap();
@@ -755,7 +951,7 @@ fn events_hand_work_between_threads_and_devices() {
             let q = rt.allocate(1, 256, s).unwrap();
             for (e, p, value) in rx {
                 rt.wait_event(s, e).unwrap();
-                rt.copy_device_to_device(s, q, p, 256).unwrap();
+                rt.copy_device_to_device(s, 1, q, 0, p, 256).unwrap();
                 assert_eq!(download(&rt, s, q, 64), [value; 64]);
                 rt.destroy_event(e).unwrap();
             }

@@ -67,8 +67,9 @@ void OpenRegDeviceAllocator::copy_data(void* dest, const void* src, std::size_t 
   const auto dst_address = reinterpret_cast<uint64_t>(dest);
   const int32_t device = openreg::device_of(dst_address);
   TORCH_CHECK(device >= 0, "openreg: copy_data destination ", dest, " is not a device address");
-  OPENREG_CHECK(openreg::copy_d2d(device, current_stream(device).id(), dst_address, reinterpret_cast<uint64_t>(src),
-                                  count));
+  // Both ends on the destination's device: a source elsewhere is refused by the runtime.
+  OPENREG_CHECK(openreg::copy_d2d(device, current_stream(device).id(), device, dst_address, device,
+                                  reinterpret_cast<uint64_t>(src), count));
 }
 
 bool OpenRegDeviceAllocator::initialized() {
@@ -103,26 +104,29 @@ c10::CachingDeviceAllocator::DeviceStats OpenRegDeviceAllocator::getDeviceStats(
   const auto s = OPENREG_CHECK(openreg::memory_stats(device));
   c10::CachingDeviceAllocator::DeviceStats stats;
 
-  // Bytes: the runtime tracks current and peak; it keeps no running totals of
-  // bytes allocated and freed, so `allocated`/`freed` stay 0 for these.
+  // Bytes: current, peak, and running totals allocated and freed.
   Stat& allocated_bytes = aggregate(stats.allocated_bytes);
   allocated_bytes.current = as_i64(s.allocated_bytes);
   allocated_bytes.peak = as_i64(s.peak_allocated_bytes);
+  allocated_bytes.allocated = as_i64(s.allocated_bytes_total);
+  allocated_bytes.freed = as_i64(s.freed_bytes_total);
   Stat& reserved_bytes = aggregate(stats.reserved_bytes);
   reserved_bytes.current = as_i64(s.reserved_bytes);
   reserved_bytes.peak = as_i64(s.peak_reserved_bytes);
 
-  // Counts: current blocks and segments, and running totals of allocations
-  // and frees. The runtime keeps no peak for counts, so `peak` is the current
-  // value (a lower bound).
+  // Counts: current and peak blocks and segments, and running totals of
+  // allocations and frees.
   Stat& allocation = aggregate(stats.allocation);
-  allocation.current = allocation.peak = as_i64(s.active_blocks);
+  allocation.current = as_i64(s.active_blocks);
+  allocation.peak = as_i64(s.peak_active_blocks);
   allocation.allocated = as_i64(s.allocations);
   allocation.freed = as_i64(s.frees);
   Stat& active = aggregate(stats.active);
-  active.current = active.peak = as_i64(s.active_blocks);
+  active.current = as_i64(s.active_blocks);
+  active.peak = as_i64(s.peak_active_blocks);
   Stat& segment = aggregate(stats.segment);
-  segment.current = segment.peak = as_i64(s.segments);
+  segment.current = as_i64(s.segments);
+  segment.peak = as_i64(s.peak_segments);
 
   stats.num_ooms = as_i64(s.ooms);
   // A cache flush is what CUDA counts as an allocation retry: a request that
@@ -132,11 +136,8 @@ c10::CachingDeviceAllocator::DeviceStats OpenRegDeviceAllocator::getDeviceStats(
 }
 
 void OpenRegDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
-  // The runtime's running totals (allocations, frees, ooms, cache flushes)
-  // count from device start and have no reset in the device ABI
-  // (wit/memory.wit), so there is nothing this shim could reset honestly.
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg: resetting accumulated memory statistics is not supported ",
-                              "(the runtime's counters run from device start); device ", static_cast<int>(device));
+  check_device_index(device);
+  OPENREG_CHECK(openreg::reset_accumulated_stats(device));
 }
 
 void OpenRegDeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
@@ -168,8 +169,8 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   if (keep > 0 && storage.data() != nullptr) {
     const auto stream = current_stream(device.index()).id();
     const auto old_address = reinterpret_cast<uint64_t>(storage.data());
-    OPENREG_CHECK(openreg::copy_d2d(device.index(), stream, reinterpret_cast<uint64_t>(new_data.get()), old_address,
-                                    keep));
+    OPENREG_CHECK(openreg::copy_d2d(device.index(), stream, device.index(),
+                                    reinterpret_cast<uint64_t>(new_data.get()), device.index(), old_address, keep));
     // The old block may belong to another stream: keep it until the copy has read it.
     OPENREG_CHECK(openreg::record_stream(old_address, device.index(), stream));
   }

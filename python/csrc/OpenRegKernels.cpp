@@ -292,8 +292,10 @@ void copy_between_devices(const Tensor& src, const Tensor& dst) {
   if (peer) {
     order(src_device, src_stream, dst_device, dst_stream);
   }
-  OPENREG_CHECK(openreg::copy_d2d(dst_device, dst_stream, mutable_address_of(dst), address_of(src),
-                                  static_cast<uint64_t>(dst.numel()) * dst.itemsize()));
+  // Each address is checked against the device its tensor names, so a tensor
+  // whose pointer lies in another device's memory is refused, not followed.
+  OPENREG_CHECK(openreg::copy_d2d(dst_device, dst_stream, dst_device, mutable_address_of(dst), src_device,
+                                  address_of(src), static_cast<uint64_t>(dst.numel()) * dst.itemsize()));
   if (peer) {
     order(dst_device, dst_stream, src_device, src_stream);
   }

@@ -32,11 +32,15 @@ pub mod ffi {
     #[derive(Debug)]
     struct MemoryStatsFfi {
         allocated_bytes: u64,
+        allocated_bytes_total: u64,
+        freed_bytes_total: u64,
         peak_allocated_bytes: u64,
         reserved_bytes: u64,
         peak_reserved_bytes: u64,
         active_blocks: u64,
+        peak_active_blocks: u64,
         segments: u64,
+        peak_segments: u64,
         allocations: u64,
         frees: u64,
         ooms: u64,
@@ -68,6 +72,7 @@ pub mod ffi {
         fn record_stream(ptr: u64, device: i32, stream: i64) -> Result<()>;
         fn memory_stats(device: i32) -> Result<MemoryStatsFfi>;
         fn reset_peak_stats(device: i32) -> Result<()>;
+        fn reset_accumulated_stats(device: i32) -> Result<()>;
         fn empty_cache(device: i32) -> Result<()>;
         fn mem_get_info(device: i32) -> Result<MemInfoFfi>;
 
@@ -83,8 +88,18 @@ pub mod ffi {
         /// `dst` must address `len` writable host bytes; with `non_blocking`
         /// they must stay valid and untouched until the stream has run the copy.
         unsafe fn copy_d2h(device: i32, stream: i64, dst: usize, src: u64, len: u64, non_blocking: bool) -> Result<()>;
-        /// Device to device (same or another device), queued on the stream.
-        fn copy_d2d(device: i32, stream: i64, dst: u64, src: u64, len: u64) -> Result<()>;
+        /// Device to device (same or another device), queued on `stream` of
+        /// `device` (one of the two). Each address is checked against the
+        /// device named for it.
+        fn copy_d2d(
+            device: i32,
+            stream: i64,
+            dst_device: i32,
+            dst: u64,
+            src_device: i32,
+            src: u64,
+            len: u64,
+        ) -> Result<()>;
 
         fn create_stream(device: i32, priority: i32) -> Result<i64>;
         fn stream_priority(device: i32, stream: i64) -> Result<i32>;

@@ -4,7 +4,8 @@
 //! |---|---|
 //! | out of memory | `torch.OutOfMemoryError` (with the numbers) |
 //! | bad device index, bad argument, bad event/stream | `ValueError` |
-//! | anything else (kernel trap, watchdog, ...) | `RuntimeError` |
+//! | a wait interrupted by Ctrl-C | `KeyboardInterrupt` (the pending signal's own exception) |
+//! | anything else (kernel trap, watchdog, fork child, ...) | `RuntimeError` |
 //!
 //! Errors raised inside the C++ shim reach Python through torch's own
 //! translation of c10 errors (see `csrc/OpenRegBridge.h`, `OPENREG_CHECK`).
@@ -58,6 +59,17 @@ impl From<OpenRegError> for PyErr {
                     | ErrorCode::InvalidEvent
                     | ErrorCode::InvalidStream
                     | ErrorCode::Config => PyValueError::new_err(message),
+                    // The interrupt check took a SIGINT: raise it again and run
+                    // its handler now, so the caller gets KeyboardInterrupt (or
+                    // whatever the program's SIGINT handler raises).
+                    ErrorCode::Interrupted => Python::attach(|py| {
+                        // SAFETY: attached; this only sets CPython's SIGINT flag.
+                        unsafe { pyo3::ffi::PyErr_SetInterrupt() };
+                        match py.check_signals() {
+                            Err(signal) => signal,
+                            Ok(()) => PyRuntimeError::new_err(message),
+                        }
+                    }),
                     _ => PyRuntimeError::new_err(message),
                 }
             }

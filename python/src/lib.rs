@@ -23,14 +23,48 @@ use crate::runtime_ffi::runtime;
 
 fn device_index(device: i64) -> Result<u32, Error> {
     let count = runtime()?.device_count();
-    u32::try_from(device).ok().filter(|&d| d < count).ok_or(Error::InvalidDevice { index: device as u32, count })
+    u32::try_from(device).ok().filter(|&d| d < count).ok_or(Error::InvalidDevice { index: device, count })
+}
+
+/// The thread that imported the module: CPython runs signal handlers there only.
+static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
+
+/// The runtime's interrupt check: whether Ctrl-C (SIGINT) arrived while the
+/// main thread waits for a device. It takes the pending SIGINT: a wait that
+/// returns to Python through `torch.openreg` raises it again there, as
+/// KeyboardInterrupt (`errors.rs`); one that returns through torch's C++
+/// dispatcher (`x.cpu()`, `x.item()`) becomes a RuntimeError saying so.
+/// (Leaving it pending instead would make Python raise KeyboardInterrupt in
+/// the middle of printing that RuntimeError's traceback.)
+fn ctrl_c_pending() -> bool {
+    if MAIN_THREAD.get() != Some(&std::thread::current().id()) {
+        return false;
+    }
+    Python::try_attach(|_py| {
+        // SAFETY: attached to the interpreter on its main thread, where
+        // CPython keeps the SIGINT flag this reads and clears.
+        unsafe { pyo3::ffi::PyOS_InterruptOccurred() != 0 }
+    })
+    .unwrap_or(false)
 }
 
 /// Registers the hooks with torch. Called once by `import torch_openreg`.
 #[pyfunction]
-fn _init() -> PyResultOr<()> {
+fn _init(py: Python<'_>) -> PyResultOr<()> {
     ffi::register_all()?;
+    let threading = py.import("threading")?;
+    if threading.call_method0("current_thread")?.is(&threading.call_method0("main_thread")?) {
+        let _ = MAIN_THREAD.set(std::thread::current().id());
+    }
+    openreg_host::set_interrupt_check(ctrl_c_pending);
     Ok(())
+}
+
+/// Whether this process is a fork() child of a process that had started
+/// openreg devices (which then cannot be used here).
+#[pyfunction]
+fn _in_bad_fork() -> bool {
+    openreg_host::in_bad_fork()
 }
 
 /// The number of openreg devices; 0 (with a warning) if the configuration is broken.
@@ -75,10 +109,14 @@ fn memory_stats(py: Python<'_>, device: i64) -> PyResultOr<Bound<'_, PyDict>> {
     let fields = [
         ("allocated_bytes", s.allocated_bytes),
         ("peak_allocated_bytes", s.peak_allocated_bytes),
+        ("allocated_bytes_total", s.allocated_bytes_total),
+        ("freed_bytes_total", s.freed_bytes_total),
         ("reserved_bytes", s.reserved_bytes),
         ("peak_reserved_bytes", s.peak_reserved_bytes),
         ("active_blocks", s.active_blocks),
+        ("peak_active_blocks", s.peak_active_blocks),
         ("segments", s.segments),
+        ("peak_segments", s.peak_segments),
         ("allocations", s.allocations),
         ("frees", s.frees),
         ("ooms", s.ooms),
@@ -97,6 +135,18 @@ fn reset_peak_memory_stats(device: i64) -> PyResultOr<()> {
     let (rt, device) = (runtime()?, device_index(device)?);
     if rt.is_started(device) {
         rt.reset_peak_stats(device)?;
+    }
+    Ok(())
+}
+
+/// Sets a device's running totals (bytes and counts allocated and freed,
+/// out-of-memory errors, cache flushes) to zero (a device that has not
+/// started has none, and is not started for this).
+#[pyfunction]
+fn reset_accumulated_memory_stats(device: i64) -> PyResultOr<()> {
+    let (rt, device) = (runtime()?, device_index(device)?);
+    if rt.is_started(device) {
+        rt.reset_accumulated_stats(device)?;
     }
     Ok(())
 }
@@ -186,13 +236,26 @@ fn module_kernels(device: i64, module: u32) -> PyResultOr<Vec<(String, Vec<&'sta
 
 /// Queues a kernel launch on a stream. `args` are device pointers (ints that
 /// `device_of` recognises: `tensor.data_ptr()`), other ints (i32 or i64 as the
-/// kernel's signature says) and floats (f32 or f64).
+/// kernel's signature says) and floats (f32 or f64). `module` (the id
+/// `load_module` returned) names the module the kernel is in; without it the
+/// name must be exported by exactly one loaded module.
 #[pyfunction]
-fn launch(device: i64, stream_id: i64, kernel: &str, args: Vec<Bound<'_, PyAny>>) -> PyResultOr<()> {
+#[pyo3(signature = (device, stream_id, kernel, args, module = None))]
+fn launch(
+    device: i64,
+    stream_id: i64,
+    kernel: &str,
+    args: Vec<Bound<'_, PyAny>>,
+    module: Option<u32>,
+) -> PyResultOr<()> {
     let device = device_index(device)?;
-    let id = u32::try_from(stream_id).map_err(|_| Error::InvalidStream { device, id: stream_id as u32 })?;
+    let id = u32::try_from(stream_id)
+        .map_err(|_| Error::InvalidArgument(format!("stream id {stream_id} is not a stream of openreg:{device}")))?;
     let rt = runtime()?;
-    let kernel = rt.find_kernel(device, kernel)?;
+    let kernel = match module {
+        Some(module) => rt.module_kernel(device, module, kernel)?,
+        None => rt.find_kernel(device, kernel)?,
+    };
     let info = rt
         .module_kernels(device, kernel.module)?
         .into_iter()
@@ -260,6 +323,8 @@ fn torch_openreg_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_accumulated_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_in_bad_fork, m)?)?;
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(mem_get_info, m)?)?;
     m.add_function(wrap_pyfunction!(device_properties, m)?)?;

@@ -38,7 +38,7 @@ pub(crate) fn runtime() -> Result<&'static Runtime> {
 
 fn index(device: i32) -> Result<u32> {
     u32::try_from(device).map_err(|_| Error::InvalidDevice {
-        index: device as u32,
+        index: device.into(),
         count: runtime().map(|rt| rt.device_count()).unwrap_or(0),
     })
 }
@@ -83,10 +83,14 @@ pub fn memory_stats(device: i32) -> Result<MemoryStatsFfi> {
         Ok(MemoryStatsFfi {
             allocated_bytes: s.allocated_bytes,
             peak_allocated_bytes: s.peak_allocated_bytes,
+            allocated_bytes_total: s.allocated_bytes_total,
+            freed_bytes_total: s.freed_bytes_total,
             reserved_bytes: s.reserved_bytes,
             peak_reserved_bytes: s.peak_reserved_bytes,
             active_blocks: s.active_blocks,
+            peak_active_blocks: s.peak_active_blocks,
             segments: s.segments,
+            peak_segments: s.peak_segments,
             allocations: s.allocations,
             frees: s.frees,
             ooms: s.ooms,
@@ -97,6 +101,10 @@ pub fn memory_stats(device: i32) -> Result<MemoryStatsFfi> {
 
 pub fn reset_peak_stats(device: i32) -> Result<()> {
     track((|| runtime()?.reset_peak_stats(index(device)?))())
+}
+
+pub fn reset_accumulated_stats(device: i32) -> Result<()> {
+    track((|| runtime()?.reset_accumulated_stats(index(device)?))())
 }
 
 pub fn empty_cache(device: i32) -> Result<()> {
@@ -148,8 +156,25 @@ pub unsafe fn copy_d2h(device: i32, stream: i64, dst: usize, src: u64, len: u64,
     })())
 }
 
-pub fn copy_d2d(device: i32, stream: i64, dst: u64, src: u64, len: u64) -> Result<()> {
-    track((|| runtime()?.copy_device_to_device(stream_ref(device, stream)?, dst, src, len))())
+pub fn copy_d2d(
+    device: i32,
+    stream: i64,
+    dst_device: i32,
+    dst: u64,
+    src_device: i32,
+    src: u64,
+    len: u64,
+) -> Result<()> {
+    track((|| {
+        runtime()?.copy_device_to_device(
+            stream_ref(device, stream)?,
+            index(dst_device)?,
+            dst,
+            index(src_device)?,
+            src,
+            len,
+        )
+    })())
 }
 
 pub fn create_stream(device: i32, priority: i32) -> Result<i64> {
@@ -229,13 +254,7 @@ pub fn pinned_alloc(size: usize) -> Result<usize> {
     // SAFETY: the layout has a non-zero size.
     let ptr = unsafe { std::alloc::alloc(layout) } as usize;
     if ptr == 0 {
-        return track(Err(Error::OutOfMemory {
-            device: u32::MAX,
-            requested: size as u64,
-            allocated: 0,
-            reserved: 0,
-            total: 0,
-        }));
+        return track(Err(Error::HostOutOfMemory { requested: size as u64 }));
     }
     PINNED.lock().unwrap_or_else(|e| e.into_inner()).insert(ptr, size.max(1));
     Ok(ptr)

@@ -173,7 +173,11 @@ def test_transcendental_ops_and_activations_match_cpu(op, dtype):
     _check(TRANSCENDENTAL[op], x)
     if dtype == torch.float32:
         wide = torch.cat([torch.linspace(-100, 100, 401), torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-8])])
-        _check(TRANSCENDENTAL[op], torch.cat([wide, torch.tensor([float("inf"), -float("inf"), float("nan")])]))
+        _check(TRANSCENDENTAL[op], wide)
+        # At the infinities CPU's answer depends on where the element falls: its vector loop
+        # gives gelu(inf) = nan, its scalar tail inf. Compare with CPU one element at a time.
+        for special in (float("inf"), -float("inf"), float("nan")):
+            _check(TRANSCENDENTAL[op], torch.tensor([special]))
 
 
 def test_pow_of_tensors_and_its_special_values_match_cpu():

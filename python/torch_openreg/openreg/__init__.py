@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Iterable
 from typing import Any, Union
 
@@ -62,6 +61,7 @@ __all__ = [
     "memory_stats",
     "op_counts",
     "reset_op_counts",
+    "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
@@ -81,42 +81,31 @@ Device = Union[int, str, torch.device, None]
 # ---- initialization ---------------------------------------------------------------
 
 _initialized = False
-_in_bad_fork = False
-
-
-def _after_fork_in_child() -> None:
-    global _in_bad_fork
-    # A device's executor threads do not survive fork(): a child of a process
-    # that used openreg devices cannot use them.
-    if _initialized:
-        _in_bad_fork = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _is_in_bad_fork() -> bool:
-    """Return whether this is a forked child of a process that had used openreg devices.
+    """Return whether this is a forked child of a process that had started openreg devices.
 
-    ``torch.manual_seed`` consults this (with :func:`manual_seed_all`) before it seeds
-    the openreg generators, as it does for CUDA.
+    A device's executor threads do not survive ``fork()``, so such a child cannot use
+    openreg: every call that would reach a device raises at once (the runtime tracks
+    this, so tensor operations raise too). ``torch.manual_seed`` consults this (with
+    :func:`manual_seed_all`) before it seeds the openreg generators, as it does for CUDA.
     """
-    return _in_bad_fork
+    return bool(_C._in_bad_fork())
 
 
 def _lazy_init() -> None:
     """Mark openreg as initialized; torch calls this before it makes the first openreg tensor.
 
     The runtime starts each device on first use, so there is nothing to set up here.
-    It raises ``RuntimeError`` in a forked child of a process that had used openreg
-    devices, because the devices' executor threads do not survive ``fork()``.
+    It raises ``RuntimeError`` in a forked child of a process that had started openreg
+    devices, with the message PyTorch uses for CUDA.
     """
     global _initialized
-    if _in_bad_fork:
+    if _is_in_bad_fork():
         raise RuntimeError(
-            "cannot use openreg devices in a forked subprocess of a process that had used them: "
-            "their executor threads do not survive fork(); use the 'spawn' start method"
+            "Cannot re-initialize openreg in forked subprocess. To use openreg with "
+            "multiprocessing, you must use the 'spawn' start method"
         )
     _initialized = True
 
@@ -132,7 +121,7 @@ def is_initialized() -> bool:
     openreg initializes on the first openreg tensor, or the first call of this module that
     names a device.
     """
-    return _initialized and not _in_bad_fork
+    return _initialized and not _is_in_bad_fork()
 
 
 # ---- devices --------------------------------------------------------------------
@@ -189,11 +178,12 @@ def set_device(device: Device) -> None:
     """Set the calling thread's current openreg device.
 
     Args:
-        device (torch.device, int or str): the device to select. As with
-            :func:`torch.cuda.set_device`, a negative index is a no-op.
+        device (torch.device, int or str): the device to select.
+
+    Raises:
+        ValueError: the index is not that of an openreg device (negative indices
+            included: unlike :func:`torch.cuda.set_device`, -1 is not a silent no-op).
     """
-    if isinstance(device, int) and not isinstance(device, bool) and device < 0:
-        return
     _C.set_device(_device_index(device, optional=False))
 
 
@@ -452,10 +442,14 @@ def stream(stream: torch.Stream | None) -> StreamContext:
 _STAT_KEYS = {
     "allocated_bytes": "allocated_bytes.all.current",
     "peak_allocated_bytes": "allocated_bytes.all.peak",
+    "allocated_bytes_total": "allocated_bytes.all.allocated",
+    "freed_bytes_total": "allocated_bytes.all.freed",
     "reserved_bytes": "reserved_bytes.all.current",
     "peak_reserved_bytes": "reserved_bytes.all.peak",
     "active_blocks": "active.all.current",
+    "peak_active_blocks": "active.all.peak",
     "segments": "segment.all.current",
+    "peak_segments": "segment.all.peak",
     "allocations": "allocation.all.allocated",
     "frees": "allocation.all.freed",
     "cache_flushes": "num_alloc_retries",
@@ -474,10 +468,14 @@ def memory_stats(device: Device = None) -> dict[str, int]:
                                      :func:`reset_peak_memory_stats`
     ``reserved_bytes.all.current``   bytes the caching allocator holds (live + cached)
     ``reserved_bytes.all.peak``      the highest value of the above
+    ``allocated_bytes.all.allocated`` bytes ever handed out (a running total)
+    ``allocated_bytes.all.freed``    bytes ever freed (a running total)
     ``active.all.current``           number of live blocks
+    ``active.all.peak``              the highest value of the above
     ``segment.all.current``          number of segments the allocator holds
-    ``allocation.all.allocated``     number of allocations so far
-    ``allocation.all.freed``         number of frees so far
+    ``segment.all.peak``             the highest value of the above
+    ``allocation.all.allocated``     number of allocations (a running total)
+    ``allocation.all.freed``         number of frees (a running total)
     ``num_alloc_retries``            allocations that had to flush the cache first
     ``num_ooms``                     allocations that failed with out of memory
     ================================ ================================================
@@ -514,12 +512,21 @@ def reset_peak_memory_stats(device: Device = None) -> None:
     _C.reset_peak_memory_stats(_device_index(device))
 
 
+def reset_accumulated_memory_stats(device: Device = None) -> None:
+    """Set a device's running totals to zero: bytes and counts allocated and freed,
+    ``num_alloc_retries`` and ``num_ooms`` (as :func:`torch.cuda.reset_accumulated_memory_stats`).
+    """
+    _C.reset_accumulated_memory_stats(_device_index(device))
+
+
 def empty_cache(device: Device = None) -> None:
     """Return cached, wholly free memory segments to their device, so that
     :func:`memory_reserved` drops and :func:`mem_get_info` reports more free memory.
 
-    Memory held by live tensors is untouched, and a segment that queued work may still
-    use is kept until that work has run.
+    Memory held by live tensors is untouched. Like ``cudaFree``, it first waits for the
+    work queued on the device (which may still use freed blocks), and the released
+    segments' pages go back to the operating system, so the process's resident memory
+    drops too.
 
     Args:
         device: the device to empty; ``None`` (the default) empties every device, as
