@@ -3,6 +3,7 @@
 #   make demo    install what is missing, build, train a small model on openreg devices
 #   make test    install what is missing, build, run every check and test
 #   make bench   run the benchmarks and write docs/performance.md
+#   make fuzz    fuzz the module loader and the runtime API for longer (FUZZ_SECONDS=300)
 #
 # Each target is idempotent: a machine that has everything skips the installs.
 
@@ -13,7 +14,7 @@ PY := $(VENV)/bin/python
 # The python crate's build script finds torch through this virtualenv.
 export VIRTUAL_ENV := $(VENV)
 
-.PHONY: demo test bench coverage deps venv develop lint rust-test py-test fmt clean
+.PHONY: demo test bench coverage fuzz deps venv develop lint rust-test py-test fmt clean
 
 deps:
 	@scripts/install-deps.sh
@@ -50,6 +51,13 @@ test: lint rust-test py-test
 bench: develop
 	$(CARGO) run -q --release -p openreg-host --example bench -- --markdown docs/performance.md
 	$(PY) benchmarks/torch_bench.py --markdown docs/performance.md
+
+# The loader fed generated modules, and random runtime programs against a model
+# (host/tests/fuzz.rs); make test runs the same for a few seconds.
+FUZZ_SECONDS ?= 300
+fuzz: deps
+	OPENREG_FUZZ_SECONDS=$(FUZZ_SECONDS) OPENREG_FUZZ_CASES=2000 \
+		$(CARGO) test --release -p openreg-host --test fuzz -- --nocapture
 
 # Which OpInfo ops the devices compute themselves (docs/op-coverage.md; a few minutes).
 coverage: develop
