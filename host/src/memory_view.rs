@@ -113,17 +113,21 @@ impl MemoryView {
     }
 
     /// Whether `offset..offset + len` holds only zeros; if not, zeros it.
+    /// `offset` and `len` are multiples of 8. It runs after every kernel, so
+    /// it ORs whole words without branching (the compiler vectorizes it).
     ///
     /// # Safety
     /// Only the device's executor may call this (no kernel may run concurrently).
     pub(crate) unsafe fn clear_if_dirty(&self, offset: u64, len: u64) -> Result<bool> {
+        assert!(offset.is_multiple_of(8) && len.is_multiple_of(8));
         let at = self.at(offset, len)?;
-        // SAFETY: in bounds (checked); no kernel or copy touches the memory
-        // now (caller's promise), so a shared view of the bytes is sound.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(at, len as usize) };
-        let dirty = bytes.iter().any(|&b| b != 0);
+        // SAFETY: in bounds (checked) and 8-byte aligned (the base is
+        // page-aligned, the offset a multiple of 8); no kernel or copy touches
+        // the memory now (caller's promise), so we may view it as words.
+        let words = unsafe { std::slice::from_raw_parts_mut(at.cast::<u64>(), (len / 8) as usize) };
+        let dirty = words.iter().fold(0, |acc, &w| acc | w) != 0;
         if dirty {
-            bytes.fill(0);
+            words.fill(0);
         }
         Ok(dirty)
     }
