@@ -265,6 +265,15 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(ELU_BACKWARD_RESULT, 2, T, b <= (T)0 ? a * A2 * (b + A0) : a * A1)                                \
   X(SIN, 1, T, (T)m_sin_f64((double)a))                                                               \
   X(COS, 1, T, (T)m_cos_f64((double)a))                                                               \
+  X(ASIN, 1, T, (T)m_asin_f64((double)a))                                                             \
+  X(ACOS, 1, T, (T)m_acos_f64((double)a))                                                             \
+  X(ATAN, 1, T, (T)m_atan_f64((double)a))                                                             \
+  X(ATAN2, 2, T, (T)m_atan2_f64((double)a, (double)b))                                                \
+  X(SINH, 1, T, (T)m_sinh_f64((double)a))                                                             \
+  X(COSH, 1, T, (T)m_cosh_f64((double)a))                                                             \
+  X(ASINH, 1, T, (T)m_asinh_f64((double)a))                                                           \
+  X(ACOSH, 1, T, (T)m_acosh_f64((double)a))                                                           \
+  X(ATANH, 1, T, (T)m_atanh_f64((double)a))                                                           \
   X(TAN, 1, T, (T)m_tan_f64((double)a))                                                               \
   X(POW, 2, T, (T)m_pow_f64((double)a, (double)b))                                                    \
   X(POW_SCALAR, 1, T, (T)m_pow_f64((double)a, (double)A0))                                            \
@@ -374,6 +383,15 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
   X(ELU_BACKWARD_RESULT, 2, int64_t, (TRAP(), a))                                                    \
   X(SIN, 1, int64_t, (TRAP(), a))                                                                     \
   X(COS, 1, int64_t, (TRAP(), a))                                                                     \
+  X(ASIN, 1, int64_t, (TRAP(), a))                                                                    \
+  X(ACOS, 1, int64_t, (TRAP(), a))                                                                    \
+  X(ATAN, 1, int64_t, (TRAP(), a))                                                                    \
+  X(ATAN2, 2, int64_t, (TRAP(), a))                                                                   \
+  X(SINH, 1, int64_t, (TRAP(), a))                                                                    \
+  X(COSH, 1, int64_t, (TRAP(), a))                                                                    \
+  X(ASINH, 1, int64_t, (TRAP(), a))                                                                   \
+  X(ACOSH, 1, int64_t, (TRAP(), a))                                                                   \
+  X(ATANH, 1, int64_t, (TRAP(), a))                                                                   \
   X(TAN, 1, int64_t, (TRAP(), a))                                                                     \
   X(POW, 2, int64_t, i_pow(a, b))                                                                     \
   X(POW_SCALAR, 1, int64_t, i_pow(a, A0))                                                             \

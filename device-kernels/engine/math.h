@@ -371,6 +371,125 @@ MATH_INLINE double m_tan_f64(double x) {
   return m_sincos_f64(x, 0) / m_sincos_f64(x, 1);
 }
 
+/* ---- inverse trigonometric and hyperbolic (double; float32 rounds the double result) ---- */
+
+#define M_PI_HI 3.14159265358979311600e+00
+#define M_PI_LO 1.22464679914735317720e-16
+#define M_LN2_F64 6.93147180559945286227e-01
+
+MATH_INLINE double m_copysign_f64(double magnitude, double sign) {
+  return m_f64_from_bits((m_f64_bits(magnitude) & 0x7fffffffffffffffull) | (m_f64_bits(sign) & 0x8000000000000000ull));
+}
+
+/* atan on [0, 1]: above tan(pi/8), t = (y - 1) / (y + 1) and atan y = pi/4 + atan t,
+ * so |t| <= tan(pi/8) and t^2 <= 0.1716; then the Taylor series of atan t to t^49
+ * (its last term is below 2^-60 of t). */
+MATH_INLINE double m_atan_unit_f64(double y) {
+  const int shift = y > 0.41421356237309503;
+  const double t = shift ? (y - 1.0) / (y + 1.0) : y;
+  const double z = t * t;
+  double p = 1.0 / 49.0;
+  for (int n = 23; n >= 0; --n) {
+    p = p * z + ((n & 1) ? -1.0 : 1.0) / (double)(2 * n + 1);
+  }
+  const double r = t * p;
+  return shift ? (0.25 * M_PI_HI + r) + 0.25 * M_PI_LO : r;
+}
+
+/* atan x: for |x| > 1, pi/2 - atan(1/|x|); the sign of x (so atan(-0) = -0). */
+MATH_INLINE double m_atan_f64(double x) {
+  const double ax = m_copysign_f64(x, 1.0);
+  const double r = ax > 1.0 ? (0.5 * M_PI_HI - m_atan_unit_f64(1.0 / ax)) + 0.5 * M_PI_LO : m_atan_unit_f64(ax);
+  return x != x ? x : m_copysign_f64(r, x);
+}
+
+/* atan2(y, x), with C's special cases for zeros and infinities; the sign of y. */
+MATH_INLINE double m_atan2_f64(double y, double x) {
+  if (y != y || x != x) {
+    return y + x;
+  }
+  const int x_negative = (m_f64_bits(x) >> 63) != 0;
+  const double ay = m_copysign_f64(y, 1.0), ax = m_copysign_f64(x, 1.0);
+  const double inf = __builtin_inf();
+  double r;
+  if (ay == inf && ax == inf) {
+    r = x_negative ? 0.75 * M_PI_HI : 0.25 * M_PI_HI;
+  } else if (ax == inf || (ay == 0.0 && ax == 0.0)) {
+    r = x_negative ? M_PI_HI : 0.0;
+  } else {
+    const double q = ay / ax; /* inf for x = 0 or huge ratios: atan gives pi/2 */
+    const double a = q > 1.0 ? (0.5 * M_PI_HI - m_atan_unit_f64(1.0 / q)) + 0.5 * M_PI_LO : m_atan_unit_f64(q);
+    r = x_negative ? (M_PI_HI - a) + M_PI_LO : a;
+  }
+  return m_copysign_f64(r, y);
+}
+
+/* asin x = atan(x / sqrt((1 - x)(1 + x))): +-pi/2 at +-1, NaN past them. */
+MATH_INLINE double m_asin_f64(double x) {
+  return m_atan_f64(x / __builtin_sqrt((1.0 - x) * (1.0 + x)));
+}
+
+/* acos x = 2 atan(sqrt((1 - x) / (1 + x))): accurate near 1 (where pi/2 - asin x is not). */
+MATH_INLINE double m_acos_f64(double x) {
+  return 2.0 * m_atan_f64(__builtin_sqrt((1.0 - x) / (1.0 + x)));
+}
+
+/* sinh |x| = (E + E / (E + 1)) / 2 with E = expm1|x| (accurate near 0); past 22,
+ * e^|x| / 2 as (e^(|x|/2) / 2) e^(|x|/2), finite wherever sinh is. */
+MATH_INLINE double m_sinh_f64(double x) {
+  const double ax = m_copysign_f64(x, 1.0);
+  double r;
+  if (ax < 22.0) {
+    const double e = m_expm1_f64(ax);
+    r = 0.5 * (e + e / (e + 1.0));
+  } else {
+    const double h = m_exp_f64(0.5 * ax);
+    r = (0.5 * h) * h;
+  }
+  return x != x ? x : m_copysign_f64(r, x);
+}
+
+/* cosh x = (e^|x| + e^-|x|) / 2; past 22 as sinh. */
+MATH_INLINE double m_cosh_f64(double x) {
+  const double ax = m_copysign_f64(x, 1.0);
+  if (ax < 22.0) {
+    const double e = m_exp_f64(ax);
+    return 0.5 * (e + 1.0 / e);
+  }
+  const double h = m_exp_f64(0.5 * ax);
+  return x != x ? x : (0.5 * h) * h;
+}
+
+/* asinh |x| = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); past 2^28, ln|x| + ln 2. */
+MATH_INLINE double m_asinh_f64(double x) {
+  const double ax = m_copysign_f64(x, 1.0);
+  const double r = ax > 268435456.0 ? m_log_f64(ax) + M_LN2_F64
+                                    : m_log1p_f64(ax + ax * ax / (1.0 + __builtin_sqrt(1.0 + ax * ax)));
+  return x != x ? x : m_copysign_f64(r, x);
+}
+
+/* acosh x = log1p(t + sqrt(2t + t^2)) with t = x - 1 (accurate near 1); past 2^28,
+ * ln x + ln 2; NaN below 1. */
+MATH_INLINE double m_acosh_f64(double x) {
+  if (!(x >= 1.0)) {
+    return x != x ? x : __builtin_nan("");
+  }
+  if (x > 268435456.0) {
+    return m_log_f64(x) + M_LN2_F64;
+  }
+  const double t = x - 1.0;
+  return m_log1p_f64(t + __builtin_sqrt(2.0 * t + t * t));
+}
+
+/* atanh x = log1p(2|x| / (1 - |x|)) / 2, the sign of x; +-inf at +-1, NaN past them. */
+MATH_INLINE double m_atanh_f64(double x) {
+  const double ax = m_copysign_f64(x, 1.0);
+  if (!(ax <= 1.0)) {
+    return x != x ? x : __builtin_nan("");
+  }
+  return m_copysign_f64(0.5 * m_log1p_f64(2.0 * ax / (1.0 - ax)), x);
+}
+
 /* x^y as C's pow: integer powers by squaring (|y| <= 1024), others as
  * e^(y ln|x|), with pow's special cases for signs, zeros and infinities. */
 MATH_INLINE double m_pow_f64(double x, double y) {

@@ -143,6 +143,15 @@ enum or_compute {
   X(ELU_BACKWARD_RESULT, 2, FLOAT) /* a: grad, b: ELU's output; args as ELU */ \
   X(SIN, 1, FLOAT)                                                                            \
   X(COS, 1, FLOAT)                                                                            \
+  X(ASIN, 1, FLOAT)                                                                           \
+  X(ACOS, 1, FLOAT)                                                                           \
+  X(ATAN, 1, FLOAT)                                                                           \
+  X(ATAN2, 2, FLOAT)             /* a: y, b: x */                                             \
+  X(SINH, 1, FLOAT)                                                                           \
+  X(COSH, 1, FLOAT)                                                                           \
+  X(ASINH, 1, FLOAT)                                                                          \
+  X(ACOSH, 1, FLOAT)                                                                          \
+  X(ATANH, 1, FLOAT)                                                                          \
   X(TAN, 1, FLOAT)                                                                            \
   X(POW, 2, NUM)             /* a ** b; integers by squaring, negative exponents as CPU */    \
   X(POW_SCALAR, 1, NUM)      /* a ** args[0] */                                               \

@@ -18,6 +18,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Activation.h>
 #include <ATen/native/Fill.h>
@@ -139,6 +140,19 @@ void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bou
 // with other = x for threshold and (x, other) = (self, grad_output) for its backward.
 void pow_scalar_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& exponent) {
   launch_elementwise(iter, OR_OP_POW_SCALAR, {exponent});
+}
+
+// pow(Scalar base, Tensor exponent) (`2 ** x`): as ATen's CPU kernel does, the
+// tensor-tensor pow with the base as a wrapped CPU number, which the engine
+// takes as a host scalar (the result type follows the wrapped-number rules).
+Tensor pow_scalar_base(const Scalar& base, const Tensor& exponent) {
+  openreg::count_op("aten::pow.Scalar", true);
+  return at::pow(at::native::wrapped_scalar_tensor(base), exponent);
+}
+
+Tensor& pow_scalar_base_out(const Scalar& base, const Tensor& exponent, Tensor& out) {
+  openreg::count_op("aten::pow.Scalar_out", true);
+  return at::pow_out(out, at::native::wrapped_scalar_tensor(base), exponent);
 }
 
 void threshold_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& threshold, const Scalar& value) {
@@ -466,10 +480,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, erf, unary_impl<OR_OP_ERF>, erf, erf_, erf_out);
   OPENREG_STRUCTURED(m, sin, unary_impl<OR_OP_SIN>, sin, sin_, sin_out);
   OPENREG_STRUCTURED(m, cos, unary_impl<OR_OP_COS>, cos, cos_, cos_out);
+  OPENREG_STRUCTURED(m, asin, unary_impl<OR_OP_ASIN>, asin, asin_, asin_out);
+  OPENREG_STRUCTURED(m, acos, unary_impl<OR_OP_ACOS>, acos, acos_, acos_out);
+  OPENREG_STRUCTURED(m, atan, unary_impl<OR_OP_ATAN>, atan, atan_, atan_out);
+  OPENREG_STRUCTURED(m, atan2, binary_impl<OR_OP_ATAN2>, atan2, atan2_, atan2_out);
+  OPENREG_STRUCTURED(m, sinh, unary_impl<OR_OP_SINH>, sinh, sinh_, sinh_out);
+  OPENREG_STRUCTURED(m, cosh, unary_impl<OR_OP_COSH>, cosh, cosh_, cosh_out);
+  OPENREG_STRUCTURED(m, asinh, unary_impl<OR_OP_ASINH>, asinh, asinh_, asinh_out);
+  OPENREG_STRUCTURED(m, acosh, unary_impl<OR_OP_ACOSH>, acosh, acosh_, acosh_out);
+  OPENREG_STRUCTURED(m, atanh, unary_impl<OR_OP_ATANH>, atanh, atanh_, atanh_out);
   OPENREG_STRUCTURED(m, tan, unary_impl<OR_OP_TAN>, tan, tan_, tan_out);
   OPENREG_STRUCTURED(m, pow_Tensor_Tensor, binary_impl<OR_OP_POW>, pow_Tensor_Tensor, pow__Tensor,
                      pow_Tensor_Tensor_out);
   OPENREG_STRUCTURED(m, pow_Tensor_Scalar, pow_scalar_impl, pow_Tensor_Scalar, pow__Scalar, pow_Tensor_Scalar_out);
+  m.impl("pow.Scalar", TORCH_FN(pow_scalar_base));
+  m.impl("pow.Scalar_out", TORCH_FN(pow_scalar_base_out));
   m.impl("clamp", TORCH_FN(clamp));
   m.impl("clamp_", TORCH_FN(clamp_));
   m.impl("clamp.out", TORCH_FN(clamp_out));

@@ -86,6 +86,7 @@ BINARY = {
     "logical_and": torch.logical_and,
     "logical_or": torch.logical_or,
     "logical_xor": torch.logical_xor,
+    "atan2": torch.atan2,
 }
 DIVIDES = {"div", "div_trunc", "div_floor", "floor_divide", "remainder", "fmod"}
 
@@ -158,9 +159,19 @@ TRANSCENDENTAL = {
     "sin": torch.sin,
     "cos": torch.cos,
     "tan": torch.tan,
+    "asin": torch.asin,  # NaN outside [-1, 1], as on CPU
+    "acos": torch.acos,
+    "atan": torch.atan,
+    "sinh": torch.sinh,
+    "cosh": torch.cosh,
+    "asinh": torch.asinh,
+    "acosh": torch.acosh,
+    "atanh": torch.atanh,
     "pow_half": lambda x: torch.pow(x.abs(), 0.5),
     "pow_fraction": lambda x: torch.pow(x, 1.7),
     "pow_negative": lambda x: torch.pow(x, -2),
+    "pow_float_base": lambda x: 2.5**x,  # pow.Scalar: a Python number raised to a tensor
+    "pow_int_base": lambda x: torch.pow(2, x),
     "hardtanh": lambda x: torch.nn.functional.hardtanh(x, -0.5, 2.0),
     "nan_to_num": lambda x: torch.nan_to_num(torch.where(x > 1, x / 0, x), nan=1.5, neginf=-7),
 }
@@ -178,6 +189,31 @@ def test_transcendental_ops_and_activations_match_cpu(op, dtype):
         # gives gelu(inf) = nan, its scalar tail inf. Compare with CPU one element at a time.
         for special in (float("inf"), -float("inf"), float("nan")):
             _check(TRANSCENDENTAL[op], torch.tensor([special]))
+
+
+def test_atan2_quadrants_signed_zeros_and_infinities_match_cpu():
+    special = torch.tensor([0.0, -0.0, 1.0, -1.0, 3.0, -2.0, float("inf"), -float("inf"), float("nan")], dtype=torch.float64)
+    y, x = torch.meshgrid(special, special, indexing="ij")
+    for dtype in (torch.float64, torch.float32):
+        expected = torch.atan2(y.to(dtype), x.to(dtype))
+        actual = torch.atan2(y.to(dtype).to("openreg"), x.to(dtype).to("openreg")).cpu()
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        numbers = ~torch.isnan(expected)  # a NaN's sign means nothing
+        assert torch.equal(torch.signbit(actual)[numbers], torch.signbit(expected)[numbers]), "signed zeros, sign of pi"
+
+
+def test_inverse_and_hyperbolic_functions_are_accurate_to_a_few_ulp():
+    # Against float64 references rounded to float32: the device computes float32 in double.
+    x = torch.cat([torch.linspace(-3, 3, 20001, dtype=torch.float64), torch.logspace(-30, 30, 2001, dtype=torch.float64)])
+    x = torch.cat([x, -x]).float()
+    for fn in (torch.asin, torch.acos, torch.atan, torch.sinh, torch.cosh, torch.asinh, torch.acosh, torch.atanh):
+        reference = fn(x.double()).float()
+        actual = fn(x.to("openreg")).cpu()
+        finite = torch.isfinite(reference)
+        assert torch.equal(torch.isnan(actual), torch.isnan(reference)), fn.__name__
+        ulp = torch.nextafter(reference.abs(), torch.tensor(float("inf"))) - reference.abs()
+        worst = ((actual - reference).abs() / ulp)[finite].max().item()
+        assert worst <= 1, f"{fn.__name__}: {worst} ulp"
 
 
 def test_pow_of_tensors_and_its_special_values_match_cpu():

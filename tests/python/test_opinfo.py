@@ -46,6 +46,7 @@ DEVICE = {
     "nn.functional.softplus", "nn.functional.elu", "nn.functional.selu", "nn.functional.leaky_relu",
     "nn.functional.threshold", "zero_", "fill", "full_like", "zeros_like", "ones_like", "contiguous", "clone",
     "float", "double", "half", "to", "sin", "cos", "tan", "pow", "clamp", "nn.functional.hardtanh", "nan_to_num",
+    "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh",
     # reductions and scans
     "sum", "nansum", "mean", "nanmean", "prod", "amax", "amin", "max.reduction_with_dim", "max.reduction_no_dim",
     "min.reduction_with_dim", "min.reduction_no_dim", "max.binary", "min.binary", "argmax", "argmin", "aminmax",
