@@ -20,64 +20,46 @@ ALWAYS_INLINE char *device_ptr(uint64_t offset) {
   return (char *)(usize)offset;
 }
 
-/* ---- float16 and bfloat16, round to nearest even ---- */
+/* ---- float16 and bfloat16, round to nearest even ----
+ * Branch-free (every case computed, one selected), so that clang vectorizes
+ * the conversion loops below. */
 
-static inline float f16_to_f32(uint16_t h) {
+ALWAYS_INLINE float f16_to_f32(uint16_t h) {
   const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
   const uint32_t e = (h >> 10) & 0x1f;
   const uint32_t m = h & 0x3ff;
-  if (e == 0x1f) {
-    return m_f32_from_bits(sign | 0x7f800000 | (m << 13));
-  }
-  if (e != 0) {
-    return m_f32_from_bits(sign | ((e + 112) << 23) | (m << 13));
-  }
-  const float v = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */
-  return sign ? -v : v;
+  const uint32_t normal = sign | ((e + 112) << 23) | (m << 13);
+  const uint32_t special = sign | 0x7f800000 | (m << 13);               /* infinity, NaN */
+  const uint32_t subnormal = sign | m_f32_bits((float)m * 5.9604644775390625e-08f); /* m * 2^-24, exact */
+  return m_f32_from_bits(e == 0x1f ? special : e != 0 ? normal : subnormal);
 }
 
-static inline uint16_t f32_to_f16(float f) {
+ALWAYS_INLINE uint16_t f32_to_f16(float f) {
   const uint32_t x = m_f32_bits(f);
-  const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  const uint32_t sign = (x >> 16) & 0x8000;
   const uint32_t ax = x & 0x7fffffff;
-  if (ax > 0x7f800000) {
-    return sign | 0x7e00 | (uint16_t)((ax >> 13) & 0x3ff); /* NaN stays NaN (quiet) */
-  }
-  if (ax >= 0x47800000) {
-    return sign | 0x7c00; /* at least 2^16: infinity */
-  }
-  if (ax >= 0x38800000) { /* a normal half: rebias, round at bit 13 (a carry may reach infinity) */
-    uint32_t m = ax - 0x38000000;
-    m += 0xfff + ((m >> 13) & 1);
-    return sign | (uint16_t)(m >> 13);
-  }
-  if (ax < 0x33000000) {
-    return sign; /* at most 2^-25 (a tie, to even): zero */
-  }
-  /* a subnormal half: the value in units of 2^-24, rounded */
-  const uint32_t e = ax >> 23;
-  const uint32_t mant = (ax & 0x7fffff) | 0x800000;
-  const uint32_t shift = 126 - e; /* 14..24 */
-  uint32_t r = mant >> shift;
-  const uint32_t rem = mant & ((1u << shift) - 1);
-  const uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (r & 1))) {
-    r++;
-  }
-  return sign | (uint16_t)r;
+  /* a normal half: rebias, round at bit 13 (a carry may reach infinity) */
+  const uint32_t rebiased = ax - 0x38000000;
+  const uint32_t normal = (rebiased + 0xfff + ((rebiased >> 13) & 1)) >> 13;
+  /* a subnormal half (or zero): adding 0.5 lines the half's last bit up with
+   * float32's, and the float addition rounds to nearest even */
+  const uint32_t subnormal = m_f32_bits(m_f32_from_bits(ax) + 0.5f) - 0x3f000000;
+  const uint32_t nan = 0x7e00 | ((ax >> 13) & 0x3ff); /* NaN stays NaN (quiet) */
+  uint32_t r = ax >= 0x38800000 ? normal : subnormal;
+  r = ax >= 0x47800000 ? 0x7c00 : r; /* at least 2^16: infinity */
+  r = ax > 0x7f800000 ? nan : r;
+  return (uint16_t)(sign | r);
 }
 
 ALWAYS_INLINE float bf16_to_f32(uint16_t b) {
   return m_f32_from_bits((uint32_t)b << 16);
 }
 
-static inline uint16_t f32_to_bf16(float f) {
-  uint32_t u = m_f32_bits(f);
-  if ((u & 0x7fffffff) > 0x7f800000) {
-    return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN (quiet) */
-  }
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
+ALWAYS_INLINE uint16_t f32_to_bf16(float f) {
+  const uint32_t u = m_f32_bits(f);
+  const uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40; /* NaN stays NaN (quiet) */
+  return (uint16_t)((u & 0x7fffffff) > 0x7f800000 ? nan : rounded);
 }
 
 
@@ -206,6 +188,10 @@ OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
   static inline void load_row_##C(T *dst, const char *p, int64_t stride, uint32_t dtype, int64_t m) {       \
     switch (dtype) {                                                                                 \
     case NATIVE_##C:                                                                                 \
+      if (stride == (int64_t)sizeof(T)) {                                                            \
+        __builtin_memcpy(dst, p, (usize)m * sizeof(T));                                              \
+        return;                                                                                      \
+      }                                                                                              \
       for (int64_t j = 0; j < m; j++) dst[j] = *(const T *)(p + j * stride);                         \
       return;                                                                                        \
     case OR_U8:                                                                                      \
@@ -215,9 +201,19 @@ OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
       for (int64_t j = 0; j < m; j++) dst[j] = (T)(*(const uint8_t *)(p + j * stride) != 0);         \
       return;                                                                                        \
     case OR_F16:                                                                                     \
+      if (stride == 2) { /* contiguous: a loop clang vectorizes */                                   \
+        const uint16_t *q = (const uint16_t *)p;                                                     \
+        for (int64_t j = 0; j < m; j++) dst[j] = (T)f16_to_f32(q[j]);                                \
+        return;                                                                                      \
+      }                                                                                              \
       for (int64_t j = 0; j < m; j++) dst[j] = (T)f16_to_f32(*(const uint16_t *)(p + j * stride));   \
       return;                                                                                        \
     case OR_BF16:                                                                                    \
+      if (stride == 2) {                                                                             \
+        const uint16_t *q = (const uint16_t *)p;                                                     \
+        for (int64_t j = 0; j < m; j++) dst[j] = (T)bf16_to_f32(q[j]);                               \
+        return;                                                                                      \
+      }                                                                                              \
       for (int64_t j = 0; j < m; j++) dst[j] = (T)bf16_to_f32(*(const uint16_t *)(p + j * stride));  \
       return;                                                                                        \
     default:                                                                                         \
@@ -228,15 +224,29 @@ OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
   static inline void store_row_##C(char *p, int64_t stride, uint32_t dtype, const T *src, int64_t m) {      \
     switch (dtype) {                                                                                 \
     case NATIVE_##C:                                                                                 \
+      if (stride == (int64_t)sizeof(T)) {                                                            \
+        __builtin_memcpy(p, src, (usize)m * sizeof(T));                                              \
+        return;                                                                                      \
+      }                                                                                              \
       for (int64_t j = 0; j < m; j++) *(T *)(p + j * stride) = src[j];                               \
       return;                                                                                        \
     case OR_BOOL:                                                                                    \
       for (int64_t j = 0; j < m; j++) *(uint8_t *)(p + j * stride) = src[j] != 0;                    \
       return;                                                                                        \
     case OR_F16:                                                                                     \
+      if (stride == 2) {                                                                             \
+        uint16_t *q = (uint16_t *)p;                                                                 \
+        for (int64_t j = 0; j < m; j++) q[j] = f32_to_f16((float)src[j]);                            \
+        return;                                                                                      \
+      }                                                                                              \
       for (int64_t j = 0; j < m; j++) *(uint16_t *)(p + j * stride) = f32_to_f16((float)src[j]);     \
       return;                                                                                        \
     case OR_BF16:                                                                                    \
+      if (stride == 2) {                                                                             \
+        uint16_t *q = (uint16_t *)p;                                                                 \
+        for (int64_t j = 0; j < m; j++) q[j] = f32_to_bf16((float)src[j]);                           \
+        return;                                                                                      \
+      }                                                                                              \
       for (int64_t j = 0; j < m; j++) *(uint16_t *)(p + j * stride) = f32_to_bf16((float)src[j]);    \
       return;                                                                                        \
     default:                                                                                         \

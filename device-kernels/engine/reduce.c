@@ -198,6 +198,22 @@ OR_DEFINE_FOLD(I, int64_t, acc_i, ADD_I, MUL_I, ISNAN_I)
 
 #define F_ABS(x) __builtin_fabs(x)
 
+/* Merges a chunk of `m` elements with mean `mc` and squared deviations `m2`
+ * into var's running moments (Chan et al.'s pairwise update). */
+static void var_merge(acc_f *a, double mc, double m2, int64_t m) {
+  if (a->n == 0) {
+    a->mean = mc;
+    a->w = m2;
+  } else {
+    const double n = (double)a->n;
+    const double total = n + (double)m;
+    const double delta = mc - a->mean;
+    a->mean += delta * ((double)m / total);
+    a->w += m2 + delta * delta * (n * (double)m / total);
+  }
+  a->n += m;
+}
+
 /* The float-only folds: the p-norm's sum (or extreme) and var's moments. */
 static void fold_F(uint32_t op, acc_f *a, const double *x, int64_t m, int64_t pos, const or_reduce *p) {
   if (fold_common_F(op, a, x, m, pos)) {
@@ -243,17 +259,7 @@ static void fold_F(uint32_t op, acc_f *a, const double *x, int64_t m, int64_t po
       const double d = x[j] - mc;
       m2 += d * d;
     }
-    if (a->n == 0) {
-      a->mean = mc;
-      a->w = m2;
-    } else {
-      const double n = (double)a->n;
-      const double total = n + (double)m;
-      const double delta = mc - a->mean;
-      a->mean += delta * ((double)m / total);
-      a->w += m2 + delta * delta * (n * (double)m / total);
-    }
-    a->n += m;
+    var_merge(a, mc, m2, m);
     return;
   }
   TRAP();
@@ -403,6 +409,51 @@ static float extreme_f32_contig(const float *x, int64_t n, int want_max) {
   return r;
 }
 
+/* var's moments of a contiguous float32 row, chunk by chunk as fold_F does
+ * (OR_CHUNK elements from the row's start, merged with var_merge), each
+ * chunk's sum and squared deviations taken in SIMD doubles. */
+static void var_f32_contig(acc_f *a, const float *x, int64_t n) {
+  const v128_t zero = wasm_f64x2_splat(0.0);
+  for (int64_t k = 0; k < n; k += OR_CHUNK) {
+    const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
+    const float *c = x + k;
+    /* Four accumulators per pass: each add waits only for its own chain. */
+    v128_t s0 = zero, s1 = zero, s2 = zero, s3 = zero;
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+      const v128_t u = wasm_v128_load(c + j), v = wasm_v128_load(c + j + 4);
+      s0 = wasm_f64x2_add(s0, wasm_f64x2_promote_low_f32x4(u));
+      s1 = wasm_f64x2_add(s1, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)));
+      s2 = wasm_f64x2_add(s2, wasm_f64x2_promote_low_f32x4(v));
+      s3 = wasm_f64x2_add(s3, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)));
+    }
+    const v128_t s = wasm_f64x2_add(wasm_f64x2_add(s0, s1), wasm_f64x2_add(s2, s3));
+    double sum = wasm_f64x2_extract_lane(s, 0) + wasm_f64x2_extract_lane(s, 1);
+    for (int64_t t = j; t < m; t++) sum += (double)c[t];
+    const double mc = sum / (double)m;
+    const v128_t mean = wasm_f64x2_splat(mc);
+    v128_t q0 = zero, q1 = zero, q2 = zero, q3 = zero;
+    for (j = 0; j + 8 <= m; j += 8) {
+      const v128_t u = wasm_v128_load(c + j), v = wasm_v128_load(c + j + 4);
+      const v128_t d0 = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(u), mean);
+      const v128_t d1 = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)), mean);
+      const v128_t d2 = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(v), mean);
+      const v128_t d3 = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)), mean);
+      q0 = wasm_f64x2_add(q0, wasm_f64x2_mul(d0, d0));
+      q1 = wasm_f64x2_add(q1, wasm_f64x2_mul(d1, d1));
+      q2 = wasm_f64x2_add(q2, wasm_f64x2_mul(d2, d2));
+      q3 = wasm_f64x2_add(q3, wasm_f64x2_mul(d3, d3));
+    }
+    const v128_t q = wasm_f64x2_add(wasm_f64x2_add(q0, q1), wasm_f64x2_add(q2, q3));
+    double m2 = wasm_f64x2_extract_lane(q, 0) + wasm_f64x2_extract_lane(q, 1);
+    for (int64_t t = j; t < m; t++) {
+      const double d = (double)c[t] - mc;
+      m2 += d * d;
+    }
+    var_merge(a, mc, m2, m);
+  }
+}
+
 /* A whole contiguous float32 row folded at once, for the ops above; 0 if
  * the row or op is not one of them. */
 static int fold_f32_row(uint32_t op, acc_f *a, const char *row, int64_t n) {
@@ -418,6 +469,9 @@ static int fold_f32_row(uint32_t op, acc_f *a, const char *row, int64_t n) {
     a->v = ((op == OR_REDUCE_MAX ? y > a->v : y < a->v) || y != y || a->v != a->v) ? (a->v != a->v ? a->v : y) : a->v;
     return 1;
   }
+  case OR_REDUCE_VAR:
+    var_f32_contig(a, x, n);
+    return 1;
   default:
     return 0;
   }
