@@ -57,7 +57,8 @@ SMALL = [
      lambda x, y, o: torch.add(x, y, out=o)),
     ("x.exp()", lambda d: (torch.ones(1, device=d),), torch.exp),
     ("x.sin()", lambda d: (torch.ones(1, device=d),), torch.sin),
-    ("x.sinh() (CPU fallback)", lambda d: (torch.ones(1, device=d),), torch.sinh),
+    ("x.sinh()", lambda d: (torch.ones(1, device=d),), torch.sinh),
+    ("x.erfinv() (CPU fallback)", lambda d: (torch.full((1,), 0.5, device=d),), torch.erfinv),
 ]
 
 # ---- blocking round trips: each one waits for the device ----
