@@ -613,6 +613,23 @@ impl DeviceShared {
         }
     }
 
+    /// Wasm cannot unmap the first page of its memory, so a write through a
+    /// null device pointer lands in the null guard instead of faulting. The
+    /// guard is checked (and cleared) after every kernel, and such a write is
+    /// reported like a trap; reads through null see zeros.
+    fn check_null_guard(&self, module: &LoadedModule, kernel: usize) -> Result<()> {
+        // SAFETY: we are the executor and hold `exec`: no kernel runs now.
+        if unsafe { self.view.clear_if_dirty(0, layout::NULL_GUARD) }? {
+            return Err(Error::KernelTrap {
+                device: self.index,
+                kernel: module.kernel(kernel).name.clone(),
+                trap: TrapKind::NullPointerWrite,
+                detail: format!("it wrote to [0, {:#x}), where null device pointers point", layout::NULL_GUARD),
+            });
+        }
+        Ok(())
+    }
+
     /// The watchdog limit in epoch ticks (one more than the limit, so that a
     /// kernel is never stopped early because a tick was about to happen).
     fn deadline_ticks(&self) -> u64 {
@@ -659,25 +676,6 @@ impl DeviceShared {
             detail = format!("an index is out of range for the indexed dimension; {detail}");
         }
         Err(Error::KernelTrap { device: self.index, kernel: name, trap: kind, detail })
-    }
-}
-
-impl DeviceShared {
-    /// Wasm cannot unmap the first page of its memory, so a write through a
-    /// null device pointer lands in the null guard instead of faulting. The
-    /// guard is checked (and cleared) after every kernel, and such a write is
-    /// reported like a trap; reads through null see zeros.
-    fn check_null_guard(&self, module: &LoadedModule, kernel: usize) -> Result<()> {
-        // SAFETY: we are the executor and hold `exec`: no kernel runs now.
-        if unsafe { self.view.clear_if_dirty(0, layout::NULL_GUARD) }? {
-            return Err(Error::KernelTrap {
-                device: self.index,
-                kernel: module.kernel(kernel).name.clone(),
-                trap: TrapKind::NullPointerWrite,
-                detail: format!("it wrote to [0, {:#x}), where null device pointers point", layout::NULL_GUARD),
-            });
-        }
-        Ok(())
     }
 }
 

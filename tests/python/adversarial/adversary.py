@@ -15,6 +15,8 @@ import textwrap
 import pytest
 import torch
 
+import torch_openreg
+
 DEVICES = ("openreg:0", "openreg:1")
 SENTINEL = torch.arange(4096, dtype=torch.float32) * 0.5 - 7.0
 
@@ -34,6 +36,19 @@ def sentinels():
         torch.openreg.synchronize(torch.device(name))
         assert torch.equal(tensor.cpu(), SENTINEL), f"the sentinel on {name} changed"
     devices_still_compute()
+
+
+def wat_kernel(device, name, params, body):
+    """Loads a one-kernel module (``(func (export name) params body)``, WAT) on ``device``
+    and returns a function that launches it on the device's current stream."""
+    wat = f'(module (import "env" "memory" (memory 1)) (func (export "{name}") {params} {body}))'
+    module = torch_openreg._C.load_module(device, f"adversarial_{name}", wat.encode())
+
+    def launch(*args):
+        stream = torch.openreg.current_stream(device).stream_id
+        torch_openreg._C.launch(device, stream, name, list(args), module=module)
+
+    return launch
 
 
 def run_python(code, timeout=120, **env):

@@ -9,8 +9,7 @@ these attacks go through the public PyTorch API.
 import pytest
 import torch
 
-import torch_openreg
-from adversary import sentinels  # noqa: F401  (fixture)
+from adversary import sentinels, wat_kernel  # noqa: F401  (fixture)
 
 
 def _impostor(target, device="openreg:0"):
@@ -64,14 +63,7 @@ def test_a_view_left_stale_by_shrinking_its_storage_to_nothing_raises():
 
 
 def test_a_launch_with_another_devices_pointer_is_refused_and_raw_addresses_stay_inside(sentinels):
-    module = torch_openreg._C.load_module(
-        0,
-        "adversarial_writer",
-        b"""(module (import "env" "memory" (memory 1))
-              (func (export "adversarial_poke") (param $p i32) (i32.store (local.get $p) (i32.const 1))))""",
-    )
-    stream = torch.openreg.current_stream(0).stream_id
-    poke = lambda address: torch_openreg._C.launch(0, stream, "adversarial_poke", [address], module=module)  # noqa: E731
+    poke = wat_kernel(0, "adversarial_poke", "(param $p i32)", "(i32.store (local.get $p) (i32.const 1))")
     with pytest.raises(RuntimeError, match="is on openreg:1, but the operation runs on openreg:0"):
         poke(sentinels[1].data_ptr())
     # A raw number is an offset in device 0's own memory, nothing more.

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_openreg
-from adversary import sentinels  # noqa: F401  (fixture)
+from adversary import sentinels, wat_kernel  # noqa: F401  (fixture)
 
 
 def test_pinned_out_of_memory_names_host_memory_not_a_device():
@@ -79,17 +79,11 @@ def test_memory_stats_keep_running_totals_and_count_peaks_and_reset_them(sentine
 
 
 def test_a_kernel_writing_through_a_null_pointer_is_reported(sentinels):
-    module = torch_openreg._C.load_module(
-        1,
-        "adversarial_null",
-        b"""(module (import "env" "memory" (memory 1))
-              (func (export "adv_null_store") (param $p i32) (i32.store (local.get $p) (i32.const 9))))""",
-    )
-    stream = torch.openreg.current_stream(1).stream_id
-    torch_openreg._C.launch(1, stream, "adv_null_store", [0], module=module)
+    store = wat_kernel(1, "adv_null_store", "(param $p i32)", "(i32.store (local.get $p) (i32.const 9))")
+    store(0)
     with pytest.raises(RuntimeError, match="adv_null_store` trapped on openreg:1: null-pointer-write"):
         torch.openreg.synchronize(1)
     # The guard is clean again: a kernel that reads it sees zeros, and launches go on.
-    torch_openreg._C.launch(1, stream, "adv_null_store", [sentinels[1].data_ptr() + 4 * 4095], module=module)
+    store(sentinels[1].data_ptr() + 4 * 4095)
     torch.openreg.synchronize(1)
     sentinels[1][4095] = 2040.5  # restore what the store overwrote, for the sentinel check
