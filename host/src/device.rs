@@ -386,9 +386,9 @@ impl DeviceShared {
             s = self.spin(s, &self.finished);
         }
         let mut interruptible = true;
-        s = self.block_until(s, "a stream", |s| {
+        s = self.block_until(s, "a stream", |s, poll| {
             let done = s.streams[id as usize].completed >= target;
-            if !done && interruptible && interrupted() {
+            if !done && poll && interruptible && interrupted() {
                 match cancel {
                     // A blocking copy must not outlive its borrowed buffer:
                     // cancel it if still queued, else wait for it to end.
@@ -425,9 +425,9 @@ impl DeviceShared {
     fn drain_locked(&self, interruptible: bool) -> Result<MutexGuard<'_, Sched>> {
         let s = lock(&self.sched);
         let targets: Vec<u64> = s.streams.iter().map(|st| st.enqueued).collect();
-        self.block_until(s, "the device", |s| {
+        self.block_until(s, "the device", |s, poll| {
             let done = s.streams.iter().zip(&targets).all(|(st, &t)| st.completed >= t);
-            if !done && interruptible && interrupted() {
+            if !done && poll && interruptible && interrupted() {
                 return Err(());
             }
             Ok(done)
@@ -435,16 +435,25 @@ impl DeviceShared {
     }
 
     /// Sleeps on `done` until `ready` says so (`Ok(true)`) or gives up
-    /// (`Err`, an interrupt), checking every [`INTERRUPT_POLL`].
+    /// (`Err`, an interrupt). `ready`'s flag says whether to run the interrupt
+    /// check this time: at most once per [`INTERRUPT_POLL`], not on every
+    /// wake-up (the executor wakes waiters after each task, and the check may
+    /// take the GIL).
     fn block_until<'a>(
         &'a self,
         mut s: MutexGuard<'a, Sched>,
         what: &'static str,
-        mut ready: impl FnMut(&mut Sched) -> std::result::Result<bool, ()>,
+        mut ready: impl FnMut(&mut Sched, bool) -> std::result::Result<bool, ()>,
     ) -> Result<MutexGuard<'a, Sched>> {
         s.host_waiters += 1;
+        let mut next_poll = Instant::now() + INTERRUPT_POLL;
         let outcome = loop {
-            match ready(&mut s) {
+            let now = Instant::now();
+            let poll = now >= next_poll;
+            if poll {
+                next_poll = now + INTERRUPT_POLL;
+            }
+            match ready(&mut s, poll) {
                 Ok(true) => break Ok(()),
                 Ok(false) => {}
                 Err(()) => break Err(Error::Interrupted { device: self.index, what }),

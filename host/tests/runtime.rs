@@ -372,14 +372,13 @@ fn an_interrupt_ends_a_wait_and_cancels_a_blocking_copy_that_has_not_started() {
     let p = upload(&rt, s, &[5.0; 16]);
     gate.block(&rt, s);
     interrupt_this_thread(true);
-    let started = std::time::Instant::now();
+    // Each wait ends with `Interrupted`, not with the gate's watchdog timeout.
     let err = rt.synchronize_stream(s).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Interrupted, "{err}");
     let mut host = vec![0u8; 64];
     let err = rt.copy_to_host_slice(s, &mut host, p).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Interrupted, "{err}");
     assert_eq!(rt.synchronize_device(0).unwrap_err().code(), ErrorCode::Interrupted);
-    assert!(started.elapsed() < GATE_HOLD / 2, "the waits did not end at the interrupt");
     interrupt_this_thread(false);
     drop(host); // the cancelled copy must never write it
     gate.open(&rt);
