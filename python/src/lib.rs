@@ -128,38 +128,33 @@ fn memory_stats(py: Python<'_>, device: i64) -> PyResultOr<Bound<'_, PyDict>> {
     Ok(d)
 }
 
-/// Sets a device's peak statistics to their current values (a device that
-/// has not started has none, and is not started for this).
-#[pyfunction]
-fn reset_peak_memory_stats(device: i64) -> PyResultOr<()> {
+/// Runs `f` on a device if it has started: a device that has not started
+/// holds no memory and no statistics, and is not started for this.
+fn if_started(device: i64, f: impl FnOnce(&openreg_host::Runtime, u32) -> Result<(), Error>) -> PyResultOr<()> {
     let (rt, device) = (runtime()?, device_index(device)?);
     if rt.is_started(device) {
-        rt.reset_peak_stats(device)?;
+        f(rt, device)?;
     }
     Ok(())
+}
+
+/// Sets a device's peak statistics to their current values.
+#[pyfunction]
+fn reset_peak_memory_stats(device: i64) -> PyResultOr<()> {
+    if_started(device, |rt, d| rt.reset_peak_stats(d))
 }
 
 /// Sets a device's running totals (bytes and counts allocated and freed,
-/// out-of-memory errors, cache flushes) to zero (a device that has not
-/// started has none, and is not started for this).
+/// out-of-memory errors, cache flushes) to zero.
 #[pyfunction]
 fn reset_accumulated_memory_stats(device: i64) -> PyResultOr<()> {
-    let (rt, device) = (runtime()?, device_index(device)?);
-    if rt.is_started(device) {
-        rt.reset_accumulated_stats(device)?;
-    }
-    Ok(())
+    if_started(device, |rt, d| rt.reset_accumulated_stats(d))
 }
 
-/// Returns a device's cached, wholly free segments to it (a device that has
-/// not started holds none, and is not started for this).
+/// Returns a device's cached, wholly free segments to it.
 #[pyfunction]
 fn empty_cache(device: i64) -> PyResultOr<()> {
-    let (rt, device) = (runtime()?, device_index(device)?);
-    if rt.is_started(device) {
-        rt.empty_cache(device)?;
-    }
-    Ok(())
+    if_started(device, |rt, d| rt.empty_cache(d))
 }
 
 /// `(free, total)` bytes of a device.
