@@ -14,6 +14,9 @@ use crate::layout;
 use crate::memory_view::HostPtr;
 use crate::runtime::Runtime;
 
+/// The alignment of each parameter block of a launch in the parameter area.
+const PARAMS_ALIGN: usize = 16;
+
 impl DevicesApi for Runtime {
     fn device_count(&self) -> u32 {
         self.inner.config.device_count
@@ -211,6 +214,24 @@ impl KernelsApi for Runtime {
     }
 
     fn launch(&self, stream: StreamRef, kernel: KernelRef, args: &[KernelArg]) -> Result<()> {
+        self.enqueue_launch(stream, kernel, args, None)
+    }
+
+    fn launch_op(&self, stream: StreamRef, kernel: KernelRef, args: &[KernelArg], op: &str) -> Result<()> {
+        self.enqueue_launch(stream, kernel, args, Some(op.into()))
+    }
+}
+
+impl Runtime {
+    /// Checks a launch against the kernel's signature, relocates its pointers
+    /// and parameter blocks, and queues it; `op` names the operator it runs for.
+    fn enqueue_launch(
+        &self,
+        stream: StreamRef,
+        kernel: KernelRef,
+        args: &[KernelArg],
+        op: Option<Box<str>>,
+    ) -> Result<()> {
         let dev = self.inner.device(stream.device)?;
         let module = dev.module(kernel.module)?;
         let index = kernel.index as usize;
@@ -230,23 +251,28 @@ impl KernelsApi for Runtime {
                 args.len()
             )));
         }
+        let pointer_type = if dev.memory64 { ValueType::I64 } else { ValueType::I32 };
+        let pointer = |offset: u64| if dev.memory64 { Val::I64(offset as i64) } else { Val::I32(offset as u32 as i32) };
         let mut vals = Vec::with_capacity(args.len());
-        let mut params = None;
+        // The parameter blocks, back to back at 16-byte aligned offsets.
+        let mut params: Vec<u8> = Vec::new();
         for (i, (param, arg)) in info.params.iter().zip(args).enumerate() {
-            let pointer =
-                |offset: u64| if dev.memory64 { Val::I64(offset as i64) } else { Val::I32(offset as u32 as i32) };
-            let pointer_type = if dev.memory64 { ValueType::I64 } else { ValueType::I32 };
             let val = match (param, arg) {
                 (p, KernelArg::Ptr(ptr)) if *p == pointer_type => pointer(self.kernel_offset(*ptr, stream.device)?),
                 (p, KernelArg::Params(block)) if *p == pointer_type => {
-                    if params.is_some() {
+                    let at = params.len().next_multiple_of(PARAMS_ALIGN);
+                    let end = at as u64 + block.bytes.len() as u64;
+                    if end > layout::PARAMS_MAX {
                         return Err(Error::InvalidArgument(format!(
-                            "kernel `{}`: a launch carries at most one parameter block",
-                            info.name
+                            "kernel `{}`: its parameter blocks take {end} bytes (each aligned to {PARAMS_ALIGN}), more \
+                             than the {} bytes of the parameter area",
+                            info.name,
+                            layout::PARAMS_MAX
                         )));
                     }
-                    params = Some(self.relocate(block, stream.device, &info.name)?);
-                    pointer(layout::PARAMS_START)
+                    params.resize(at, 0);
+                    params.extend_from_slice(&self.relocate(block, stream.device, &info.name)?);
+                    pointer(layout::PARAMS_START + at as u64)
                 }
                 (ValueType::I32, KernelArg::I32(v)) => Val::I32(*v),
                 (ValueType::I64, KernelArg::I64(v)) => Val::I64(*v),
@@ -262,21 +288,13 @@ impl KernelsApi for Runtime {
             };
             vals.push(val);
         }
-        dev.enqueue(stream.id, Task::Launch { module, kernel: index, args: vals, params }).map(drop)
+        let params = (!params.is_empty()).then(|| params.into_boxed_slice());
+        dev.enqueue(stream.id, Task::Launch { module, kernel: index, args: vals, params, op }).map(drop)
     }
-}
 
-impl Runtime {
     /// The bytes of a parameter block as the kernel sees them: every device
     /// address in it checked to be on `device` and replaced by its offset.
     fn relocate(&self, block: &ParamBlock, device: DeviceIndex, kernel: &str) -> Result<Box<[u8]>> {
-        if block.bytes.len() as u64 > layout::PARAMS_MAX {
-            return Err(Error::InvalidArgument(format!(
-                "kernel `{kernel}`: a parameter block of {} bytes exceeds the {} bytes of the parameter area",
-                block.bytes.len(),
-                layout::PARAMS_MAX
-            )));
-        }
         let mut bytes = block.bytes.clone().into_boxed_slice();
         for &at in &block.pointers {
             let at = at as usize;

@@ -68,12 +68,14 @@ pub(crate) fn interrupted() -> bool {
 
 /// Work queued on a stream.
 pub(crate) enum Task {
-    /// `params`: the launch's parameter block, written to [`layout::PARAMS_START`] just before the call.
+    /// `params`: the launch's parameter blocks, written to [`layout::PARAMS_START`] just before the
+    /// call; `op`: the operator the kernel runs for, which its errors name.
     Launch {
         module: Arc<LoadedModule>,
         kernel: usize,
         args: Vec<Val>,
         params: Option<Box<[u8]>>,
+        op: Option<Box<str>>,
     },
     CopyIn {
         dst: u64,
@@ -583,14 +585,14 @@ impl DeviceShared {
 
     fn execute(&self, task: Task) -> Result<()> {
         match task {
-            Task::Launch { module, kernel, args, params } => {
+            Task::Launch { module, kernel, args, params, op } => {
                 let mut exec = lock(&self.exec);
                 if let Some(bytes) = params {
                     // SAFETY: `bytes` is a live host buffer outside device memory;
                     // we hold `exec`, so no kernel or copy touches the memory now.
                     unsafe { self.view.write(layout::PARAMS_START, bytes.as_ptr(), bytes.len() as u64)? };
                 }
-                self.launch(&mut exec.store, &module, kernel, &args)
+                self.launch(&mut exec.store, &module, kernel, &args, op)
             }
             // SAFETY (all copies): the enqueuer either blocks until this task has
             // run (or was cancelled) or promised through an `unsafe` API that the
@@ -626,12 +628,13 @@ impl DeviceShared {
     /// null device pointer lands in the null guard instead of faulting. The
     /// guard is checked (and cleared) after every kernel, and such a write is
     /// reported like a trap; reads through null see zeros.
-    fn check_null_guard(&self, module: &LoadedModule, kernel: usize) -> Result<()> {
+    fn check_null_guard(&self, module: &LoadedModule, kernel: usize, op: Option<Box<str>>) -> Result<()> {
         // SAFETY: we are the executor and hold `exec`: no kernel runs now.
         if unsafe { self.view.clear_if_dirty(0, layout::NULL_GUARD) }? {
             return Err(Error::KernelTrap {
                 device: self.index,
                 kernel: module.kernel(kernel).name.clone(),
+                op: op.map(String::from),
                 trap: TrapKind::NullPointerWrite,
                 detail: format!("it wrote to [0, {:#x}), where null device pointers point", layout::NULL_GUARD),
             });
@@ -645,11 +648,19 @@ impl DeviceShared {
         (self.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1
     }
 
-    fn launch(&self, store: &mut Store<()>, module: &LoadedModule, kernel: usize, args: &[Val]) -> Result<()> {
+    fn launch(
+        &self,
+        store: &mut Store<()>,
+        module: &LoadedModule,
+        kernel: usize,
+        args: &[Val],
+        op: Option<Box<str>>,
+    ) -> Result<()> {
         store.set_epoch_deadline(self.deadline_ticks());
         let Err(err) = module.funcs[kernel].call(&mut *store, args, &mut []) else {
-            return self.check_null_guard(module, kernel);
+            return self.check_null_guard(module, kernel, op);
         };
+        let op = op.map(String::from);
         // A trap leaves the module's shadow stack pointer wherever the kernel
         // was; put it back so the next launch starts with an empty stack.
         if let Some(sp) = &module.stack_pointer {
@@ -663,6 +674,7 @@ impl DeviceShared {
             return Err(Error::KernelTimeout {
                 device: self.index,
                 kernel: name,
+                op,
                 limit_ms: self.timeout.as_millis() as u64,
             });
         }
@@ -684,7 +696,7 @@ impl DeviceShared {
             // CUDA's device-side assert does (device-kernels/engine/index.c).
             detail = format!("an index is out of range for the indexed dimension; {detail}");
         }
-        Err(Error::KernelTrap { device: self.index, kernel: name, trap: kind, detail })
+        Err(Error::KernelTrap { device: self.index, kernel: name, op, trap: kind, detail })
     }
 }
 

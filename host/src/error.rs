@@ -65,15 +65,17 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
-    /// A kernel trapped. The device stays usable.
-    #[error("kernel `{kernel}` trapped on openreg:{device}: {} ({detail})", trap.wit_name())]
-    KernelTrap { device: u32, kernel: String, trap: TrapKind, detail: String },
+    /// A kernel trapped. The device stays usable. `op`: the operator it ran
+    /// for, if it was launched for one (`launch-op`).
+    #[error("{} trapped on openreg:{device}: {} ({detail})", launch_name(kernel, op), trap.wit_name())]
+    KernelTrap { device: u32, kernel: String, op: Option<String>, trap: TrapKind, detail: String },
 
     /// A kernel ran past the watchdog limit and was stopped.
     #[error(
-        "kernel `{kernel}` on openreg:{device} ran longer than the watchdog limit of {limit_ms} ms and was stopped"
+        "{} on openreg:{device} ran longer than the watchdog limit of {limit_ms} ms and was stopped",
+        launch_name(kernel, op)
     )]
-    KernelTimeout { device: u32, kernel: String, limit_ms: u64 },
+    KernelTimeout { device: u32, kernel: String, op: Option<String>, limit_ms: u64 },
 
     /// A stream id that does not exist on the device.
     #[error("openreg:{device} has no stream {id}")]
@@ -108,6 +110,14 @@ pub enum Error {
     /// was a blocking copy that had not started.
     #[error("interrupted (Ctrl-C) while waiting for {what} on openreg:{device}; queued work goes on")]
     Interrupted { device: u32, what: &'static str },
+}
+
+/// How an error names a launch: the kernel, and the operator it ran for.
+fn launch_name(kernel: &str, op: &Option<String>) -> String {
+    match op {
+        Some(op) => format!("operator `{op}` (kernel `{kernel}`)"),
+        None => format!("kernel `{kernel}`"),
+    }
 }
 
 impl Error {

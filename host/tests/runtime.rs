@@ -572,7 +572,7 @@ fn the_watchdog_stops_a_runaway_kernel() {
     let s = rt.default_stream(0).unwrap();
     launch(&rt, s, "forever", &[]).unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
-    assert_eq!(err, Error::KernelTimeout { device: 0, kernel: "forever".into(), limit_ms: 200 }, "{err}");
+    assert_eq!(err, Error::KernelTimeout { device: 0, kernel: "forever".into(), op: None, limit_ms: 200 }, "{err}");
     let p = upload(&rt, s, &[1.5]);
     launch(&rt, s, "add_f32", &[Ptr(p), Ptr(p), Ptr(p), I32(1)]).unwrap();
     assert_eq!(download(&rt, s, p, 1), [3.0]);
@@ -1087,7 +1087,7 @@ fn parameter_blocks_are_checked_before_anything_runs() {
     let err = rt
         .launch(s, kernel, &[KernelArg::Params(ParamBlock { bytes: vec![0; max + 1], pointers: vec![] })])
         .unwrap_err();
-    assert!(err.to_string().contains("exceeds"), "{err}");
+    assert!(err.to_string().contains("more than the 65536 bytes of the parameter area"), "{err}");
     let err =
         rt.launch(s, kernel, &[KernelArg::Params(ParamBlock { bytes: vec![0; 16], pointers: vec![12] })]).unwrap_err();
     assert!(err.to_string().contains("outside the 16-byte parameter block"), "{err}");
@@ -1097,6 +1097,58 @@ fn parameter_blocks_are_checked_before_anything_runs() {
     assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), ErrorCode::KernelTrap);
     launch(&rt, s, "fill_f32", &[Ptr(mine), I32(16), F32(1.0)]).unwrap();
     assert_eq!(download(&rt, s, mine, 16), [1.0; 16]);
+}
+
+/// Sums two parameter blocks' first words into `out`, and records where each
+/// block landed: `out[1]`, `out[2]` = the blocks' offsets.
+const TWO_BLOCKS_WAT: &str = r#"(module
+  (import "env" "memory" (memory 1))
+  (func (export "two_blocks") (param $a i32) (param $out i32) (param $b i32)
+    (i32.store (local.get $out) (i32.add (i32.load (local.get $a)) (i32.load (local.get $b))))
+    (i32.store offset=4 (local.get $out) (local.get $a))
+    (i32.store offset=8 (local.get $out) (local.get $b))))"#;
+
+#[test]
+fn a_launch_carries_several_parameter_blocks_each_aligned() {
+    let rt = runtime();
+    let s = rt.default_stream(0).unwrap();
+    rt.load_module(0, "two_blocks", TWO_BLOCKS_WAT.as_bytes()).unwrap();
+    let out = rt.allocate(0, 12, s).unwrap();
+    let block = |v: u32, len: usize| {
+        let mut bytes = v.to_le_bytes().to_vec();
+        bytes.resize(len, 0);
+        KernelArg::Params(ParamBlock { bytes, pointers: vec![] })
+    };
+    launch(&rt, s, "two_blocks", &[block(40, 20), Ptr(out), block(2, 4)]).unwrap();
+    let words: Vec<u32> =
+        rt.copy_to_host(s, out, 12).unwrap().chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(words[0], 42);
+    assert_eq!(words[2] - words[1], 32, "the second block starts at the next 16-byte boundary after 20 bytes");
+    assert_eq!(words[1] % 16, 0);
+    // Together the blocks must fit the parameter area.
+    let half = rt.params_max_bytes() as usize / 2;
+    let err = launch(&rt, s, "two_blocks", &[block(0, half), Ptr(out), block(0, half + 1)]).unwrap_err();
+    assert!(err.to_string().contains("more than the 65536 bytes"), "{err}");
+}
+
+#[test]
+fn a_launch_for_an_operator_names_it_in_a_trap_and_a_timeout() {
+    let rt = gated_runtime();
+    let s = rt.default_stream(0).unwrap();
+    rt.load_module(0, "faults", FAULTS_WAT.as_bytes()).unwrap();
+    let abort = rt.find_kernel(0, "abort").unwrap();
+    rt.launch_op(s, abort, &[], "mylib::explode").unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err();
+    assert!(matches!(&err, Error::KernelTrap { op: Some(op), .. } if op == "mylib::explode"), "{err:?}");
+    assert!(
+        err.to_string().starts_with("operator `mylib::explode` (kernel `abort`) trapped on openreg:0: unreachable"),
+        "{err}"
+    );
+    rt.load_module(0, "gate", GATE_WAT.as_bytes()).unwrap();
+    let hold = rt.find_kernel(0, "hold").unwrap();
+    rt.launch_op(s, hold, &[], "mylib::spin").unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err();
+    assert!(err.to_string().starts_with("operator `mylib::spin` (kernel `hold`) on openreg:0 ran longer"), "{err}");
 }
 
 #[test]
