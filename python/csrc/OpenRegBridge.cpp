@@ -59,6 +59,10 @@ void set_device(int32_t device) {
   set_current_device_index(static_cast<c10::DeviceIndex>(device));
 }
 
+int64_t current_stream_id(int32_t device) {
+  return current_stream(static_cast<c10::DeviceIndex>(device)).id();
+}
+
 // ---- the device generators ----
 // Each call takes the generator's mutex, as torch.cuda's Python functions do
 // through the generator's own methods.

@@ -13,6 +13,7 @@ namespace openreg {
 void register_all();
 int32_t current_device();
 void set_device(int32_t device);
+int64_t current_stream_id(int32_t device);
 void manual_seed(int32_t device, uint64_t seed);
 uint64_t seed(int32_t device);
 uint64_t initial_seed(int32_t device);

@@ -146,6 +146,8 @@ pub mod ffi {
 
         fn current_device() -> Result<i32>;
         fn set_device(device: i32) -> Result<()>;
+        /// The id of the calling thread's current stream on `device`.
+        fn current_stream_id(device: i32) -> Result<i64>;
 
         fn manual_seed(device: i32, seed: u64) -> Result<()>;
         fn seed(device: i32) -> Result<u64>;

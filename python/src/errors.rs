@@ -3,7 +3,7 @@
 //! | runtime error | Python |
 //! |---|---|
 //! | out of memory | `torch.OutOfMemoryError` (with the numbers) |
-//! | bad device index, bad argument, bad event/stream | `ValueError` |
+//! | bad device index, bad argument, bad event/stream, a kernel module that breaks the contract or overlaps another | `ValueError` |
 //! | a wait interrupted by Ctrl-C | `KeyboardInterrupt` (the pending signal's own exception) |
 //! | anything else (kernel trap, watchdog, fork child, ...) | `RuntimeError` |
 //!
@@ -58,6 +58,8 @@ impl From<OpenRegError> for PyErr {
                     | ErrorCode::InvalidArgument
                     | ErrorCode::InvalidEvent
                     | ErrorCode::InvalidStream
+                    | ErrorCode::InvalidModule
+                    | ErrorCode::ModuleConflict
                     | ErrorCode::Config => PyValueError::new_err(message),
                     // The interrupt check took a SIGINT: raise it again and run
                     // its handler now, so the caller gets KeyboardInterrupt (or

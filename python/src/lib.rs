@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::bridge::ffi;
-use crate::errors::PyResultOr;
+use crate::errors::{OpenRegError, PyResultOr};
 use crate::runtime_ffi::runtime;
 
 fn device_index(device: i64) -> Result<u32, Error> {
@@ -229,40 +229,109 @@ fn module_kernels(device: i64, module: u32) -> PyResultOr<Vec<(String, Vec<&'sta
     Ok(kernels.into_iter().map(|k| (k.name, k.params.iter().map(|p| p.wit_name()).collect())).collect())
 }
 
-/// Queues a kernel launch on a stream. `args` are device pointers (ints that
+/// A kernel named by its export name, or by its index in its module's
+/// kernel list (`module_kernels`), which needs the module id.
+#[derive(FromPyObject)]
+enum KernelSelector {
+    Index(u32),
+    Name(String),
+}
+
+/// The bytes of a tensor descriptor (`openreg_tensor` of the kernel SDK,
+/// `device-kernels/sdk/openreg_kernel.h`): 160 bytes, the device address of
+/// the data first (relocated to an offset by the runtime).
+const TENSOR_DESCRIPTOR_BYTES: usize = 160;
+/// The most dimensions a tensor descriptor holds.
+const TENSOR_DESCRIPTOR_DIMS: usize = 8;
+
+/// A tensor as a launch argument: `(data_ptr, numel, dtype, itemsize, flags,
+/// sizes, strides)`, laid out as the SDK's `openreg_tensor`.
+fn tensor_descriptor(view: &Bound<'_, pyo3::types::PyTuple>) -> Result<KernelArg, OpenRegError> {
+    let (data, numel, dtype, itemsize, flags, sizes, strides): (u64, i64, i32, i32, u32, Vec<i64>, Vec<i64>) =
+        view.extract()?;
+    if sizes.len() > TENSOR_DESCRIPTOR_DIMS || sizes.len() != strides.len() {
+        return Err(Error::InvalidArgument(format!(
+            "a tensor argument has {} sizes and {} strides; a kernel's tensor view holds at most \
+             {TENSOR_DESCRIPTOR_DIMS} dimensions (reshape it, or pass its data pointer)",
+            sizes.len(),
+            strides.len()
+        ))
+        .into());
+    }
+    let mut bytes = Vec::with_capacity(TENSOR_DESCRIPTOR_BYTES);
+    bytes.extend_from_slice(&data.to_le_bytes());
+    bytes.extend_from_slice(&numel.to_le_bytes());
+    for word in [dtype, sizes.len() as i32, itemsize] {
+        bytes.extend_from_slice(&word.to_le_bytes());
+    }
+    bytes.extend_from_slice(&flags.to_le_bytes());
+    for list in [&sizes, &strides] {
+        for i in 0..TENSOR_DESCRIPTOR_DIMS {
+            bytes.extend_from_slice(&list.get(i).copied().unwrap_or(0).to_le_bytes());
+        }
+    }
+    debug_assert_eq!(bytes.len(), TENSOR_DESCRIPTOR_BYTES);
+    Ok(KernelArg::Params(ParamBlock { bytes, pointers: vec![0] }))
+}
+
+/// Queues a kernel launch on a stream (`stream_id` None: the current stream
+/// of `device`). `kernel` is an export name, or an index into the module's
+/// kernels (then `module` is required); `module` (the id `load_module`
+/// returned) names the module the kernel is in; without it the name must be
+/// exported by exactly one loaded module. `args`: device pointers (ints that
 /// `device_of` recognises: `tensor.data_ptr()`), other ints (i32 or i64 as the
-/// kernel's signature says) and floats (f32 or f64). `module` (the id
-/// `load_module` returned) names the module the kernel is in; without it the
-/// name must be exported by exactly one loaded module.
+/// kernel's signature says), floats (f32 or f64), and tensor views, as tuples
+/// `(data_ptr, numel, dtype, itemsize, flags, sizes, strides)` that reach the
+/// kernel as the device offset of an SDK `openreg_tensor`. `op` names the
+/// operator the launch is for: a trap then names it.
 #[pyfunction]
-#[pyo3(signature = (device, stream_id, kernel, args, module = None))]
+#[pyo3(signature = (device, stream_id, kernel, args, module = None, op = None))]
 fn launch(
     device: i64,
-    stream_id: i64,
-    kernel: &str,
+    stream_id: Option<i64>,
+    kernel: KernelSelector,
     args: Vec<Bound<'_, PyAny>>,
     module: Option<u32>,
+    op: Option<&str>,
 ) -> PyResultOr<()> {
     let device = device_index(device)?;
+    let stream_id = match stream_id {
+        Some(id) => id,
+        None => ffi::current_stream_id(device as i32)?,
+    };
     let id = u32::try_from(stream_id)
         .map_err(|_| Error::InvalidArgument(format!("stream id {stream_id} is not a stream of openreg:{device}")))?;
     let rt = runtime()?;
-    let kernel = match module {
-        Some(module) => rt.module_kernel(device, module, kernel)?,
-        None => rt.find_kernel(device, kernel)?,
+    let kernel = match (module, kernel) {
+        (Some(module), KernelSelector::Index(index)) => KernelRef { module, index },
+        (Some(module), KernelSelector::Name(name)) => rt.module_kernel(device, module, &name)?,
+        (None, KernelSelector::Name(name)) => rt.find_kernel(device, &name)?,
+        (None, KernelSelector::Index(index)) => {
+            return Err(Error::InvalidArgument(format!("kernel index {index} needs the module id it indexes")).into())
+        }
     };
-    let info = rt
-        .module_kernels(device, kernel.module)?
-        .into_iter()
-        .nth(kernel.index as usize)
-        .ok_or_else(|| Error::KernelNotFound { device, name: kernel.index.to_string() })?;
+    let info = rt.module_kernels(device, kernel.module)?.into_iter().nth(kernel.index as usize).ok_or_else(|| {
+        Error::KernelNotFound { device, name: format!("#{} (in module {})", kernel.index, kernel.module) }
+    })?;
     // Arguments beyond the signature are converted as i64; the runtime's own
     // signature check then reports the count mismatch.
     let mut converted = Vec::with_capacity(args.len());
     for (i, arg) in args.iter().enumerate() {
         let param = info.params.get(i).unwrap_or(&ValueType::I64);
+        if let Ok(view) = arg.cast::<pyo3::types::PyTuple>() {
+            converted.push(tensor_descriptor(view)?);
+            continue;
+        }
         let value = match param {
             ValueType::I32 | ValueType::I64 => {
+                if arg.is_instance_of::<pyo3::types::PyFloat>() {
+                    return Err(Error::InvalidArgument(format!(
+                        "kernel `{}` parameter {i} is {} but the argument is the float {arg}",
+                        info.name,
+                        param.wit_name()
+                    ))
+                    .into());
+                }
                 let v: i64 = arg.extract()?;
                 if v > 0 && rt.device_of(v as u64).is_some() {
                     KernelArg::Ptr(v as u64)
@@ -279,7 +348,31 @@ fn launch(
         };
         converted.push(value);
     }
-    Ok(rt.launch(StreamRef { device, id }, kernel, &converted)?)
+    let stream = StreamRef { device, id };
+    match op {
+        Some(op) => rt.launch_op(stream, kernel, &converted, op)?,
+        None => rt.launch(stream, kernel, &converted)?,
+    }
+    Ok(())
+}
+
+/// The kernel SDK's source files, `{file name: text}`, as this build of the
+/// package was compiled with (`device-kernels/sdk/`): the kernel build helper
+/// (`torch_openreg.kernels.build`) writes them out for the compilers.
+#[pyfunction]
+fn sdk_files() -> BTreeMap<&'static str, &'static str> {
+    BTreeMap::from([
+        ("openreg_kernel.h", include_str!("../../device-kernels/sdk/openreg_kernel.h")),
+        ("openreg_kernel.rs", include_str!("../../device-kernels/sdk/openreg_kernel.rs")),
+    ])
+}
+
+/// A module in the WebAssembly text format (WAT) as a wasm binary; a binary
+/// is returned unchanged. Raises ValueError with the parser's message.
+#[pyfunction]
+fn wat_to_wasm<'py>(py: Python<'py>, text: &[u8]) -> PyResultOr<Bound<'py, PyBytes>> {
+    let wasm = wat::parse_bytes(text).map_err(|e| Error::InvalidArgument(format!("not a wasm module: {e}")))?;
+    Ok(PyBytes::new(py, &wasm))
 }
 
 /// Per-op counts since start (or the last reset): `{op: (device_kernel, fallback)}`.
@@ -332,6 +425,8 @@ fn torch_openreg_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_module, m)?)?;
     m.add_function(wrap_pyfunction!(module_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
+    m.add_function(wrap_pyfunction!(sdk_files, m)?)?;
+    m.add_function(wrap_pyfunction!(wat_to_wasm, m)?)?;
     m.add_function(wrap_pyfunction!(op_counts, m)?)?;
     m.add_function(wrap_pyfunction!(reset_op_counts, m)?)?;
     m.add_function(wrap_pyfunction!(fallback_policy, m)?)?;
