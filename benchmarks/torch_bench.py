@@ -142,6 +142,41 @@ def mlp(device, reps=15):
     return timed(step, reps)
 
 
+# ---- user kernels (torch_openreg.kernels, examples/kernels/) against built-in ops ----
+
+def _example(name):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "kernels" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"kernel_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def user_kernels():
+    """Rows: (name, user op, built-in op, argument maker, timing): each op on openreg, and the built-in on CPU."""
+    relu, swish, matmul = _example("relu").relu, _example("swish").swish, _example("matmul").matmul
+    one = lambda d: (torch.ones(1, device=d),)  # noqa: E731
+    million = lambda d: (torch.randn(1 << 20).to(d),)  # noqa: E731
+    square = lambda d: (torch.randn(256, 256).to(d), torch.randn(256, 256).to(d))  # noqa: E731
+    return [
+        ("relu, 1 element (WAT kernel, bare pointers)", relu, torch.relu, one, per_op),
+        ("swish with beta 1, 1 element (Rust kernel, descriptors) vs silu", lambda x: swish(x, 1.0),
+         torch.nn.functional.silu, one, per_op),
+        ("relu, 1M float32", relu, torch.relu, million, big),
+        ("swish with beta 1, 1M float32 vs silu", lambda x: swish(x, 1.0), torch.nn.functional.silu, million, big),
+        ("matmul 256x256 float32 (C kernel, naive SIMD) vs mm (openreg: CPU fallback)", matmul, torch.mm, square, big),
+    ]
+
+
+def user_row(name, t_user, t_builtin, t_cpu, tail_q):
+    tail = (lambda ts: percentile(ts, tail_q)) if tail_q else max
+    cells = " | ".join(f"{fmt(statistics.median(t))} / {fmt(tail(t))}" for t in (t_user, t_builtin, t_cpu))
+    return f"| {name} | {cells} | {statistics.median(t_builtin) / statistics.median(t_user):.2f}x |\n"
+
+
 def fmt(t):
     if t < 1e-3:
         return f"{t * 1e6:.1f} us"
@@ -171,11 +206,20 @@ def main():
     large = header.format(tail="slowest")
     for name, make, op in LARGE:
         large += row(name, big(make, op, "openreg"), big(make, op, "cpu"), None)
+    user = ("| measurement | user op on openreg: median / {tail} | built-in op on openreg: median / {tail} | "
+            "built-in op on CPU: median / {tail} | speed ratio (built-in / user, both openreg) |\n|---|---|---|---|---|\n")
+    user = user.format(tail="p99 or slowest")
+    for name, op, builtin, make, timing in user_kernels():
+        tail_q = 0.99 if timing is per_op else None
+        user += user_row(name, timing(make, op, "openreg"), timing(make, builtin, "openreg"),
+                         timing(make, builtin, "cpu"), tail_q)
     large += row("MLP 256-512-512-10, batch 128, forward + backward (mm, addmm, losses through the CPU fallback)", mlp("openreg"), mlp("cpu"), None)
 
     text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
             f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"
-            f"{trips}\nLarge tensors, time to the result (synchronized):\n\n{large}")
+            f"{trips}\nLarge tensors, time to the result (synchronized):\n\n{large}\n"
+            f"User kernels (`torch_openreg.kernels` ops from `examples/kernels/`) against built-in ops of the same "
+            f"size; 1-element rows per op with p99, the others synchronized with the slowest run:\n\n{user}")
     print(text)
     if args.markdown:
         begin, end = "<!-- torch-bench:begin -->", "<!-- torch-bench:end -->"
