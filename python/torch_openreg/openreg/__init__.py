@@ -42,6 +42,7 @@ __all__ = [
     "device_count",
     "empty_cache",
     "fallback_policy",
+    "get_amp_supported_dtype",
     "get_device_name",
     "get_device_properties",
     "get_fallback_policy",
@@ -50,6 +51,7 @@ __all__ = [
     "init",
     "initial_seed",
     "is_available",
+    "is_bf16_supported",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
@@ -269,6 +271,26 @@ def get_device_name(device: Device = None) -> str:
         device: the device to name (default: the current device).
     """
     return get_device_properties(device).name
+
+
+# ---- mixed precision ---------------------------------------------------------------
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes ``torch.autocast("openreg", dtype=...)`` accepts: float16 and bfloat16.
+
+    Autocast on openreg uses CUDA's operator lists and casting policies
+    (lower-precision ops, float32 ops, promoting ops); its default dtype is
+    float16 (``torch.get_autocast_dtype("openreg")``). ``torch.amp.GradScaler("openreg")``
+    scales losses with two device ops, so checking gradients for inf/NaN and
+    updating the scale never wait for the device.
+    """
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether openreg devices compute in bfloat16: they do (in float32 arithmetic, as CPU does)."""
+    return True
 
 
 # ---- streams and events -----------------------------------------------------------
