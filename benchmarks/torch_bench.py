@@ -177,6 +177,29 @@ def user_row(name, t_user, t_builtin, t_cpu, tail_q):
     return f"| {name} | {cells} | {statistics.median(t_builtin) / statistics.median(t_user):.2f}x |\n"
 
 
+def compiled_training(reps=40):
+    """An MLP training step on openreg, eager and under torch.compile(backend="openreg")."""
+    x, y = torch.randn(32, 64).to("openreg"), torch.randint(0, 10, (32,)).to("openreg")
+    times = {}
+    for mode in ("eager", "compiled"):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 128),
+                                    torch.nn.GELU(), torch.nn.Linear(128, 10)).to("openreg")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        forward = model if mode == "eager" else torch.compile(model, backend="openreg")
+
+        def step():
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(forward(x), y).backward()
+            optimizer.step()
+            sync("openreg")
+
+        for _ in range(5):
+            step()
+        times[mode] = timed(step, reps)
+    return times
+
+
 def fmt(t):
     if t < 1e-3:
         return f"{t * 1e6:.1f} us"
@@ -213,13 +236,18 @@ def main():
         tail_q = 0.99 if timing is per_op else None
         user += user_row(name, timing(make, op, "openreg"), timing(make, builtin, "openreg"),
                          timing(make, builtin, "cpu"), tail_q)
+    compiled = compiled_training()
+    compile_table = ("| measurement | compiled: median / slowest | eager: median / slowest | speed ratio (eager / compiled) |\n"
+                     "|---|---|---|---|\n" + row("MLP 64-128-128-10 (GELU), batch 32, SGD step, on openreg", compiled["compiled"],
+                                                   compiled["eager"], None))
     large += row("MLP 256-512-512-10, batch 128, forward + backward (mm, addmm, losses through the CPU fallback)", mlp("openreg"), mlp("cpu"), None)
 
     text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
             f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"
             f"{trips}\nLarge tensors, time to the result (synchronized):\n\n{large}\n"
             f"User kernels (`torch_openreg.kernels` ops from `examples/kernels/`) against built-in ops of the same "
-            f"size; 1-element rows per op with p99, the others synchronized with the slowest run:\n\n{user}")
+            f"size; 1-element rows per op with p99, the others synchronized with the slowest run:\n\n{user}\n"
+            f"torch.compile(backend=\"openreg\") against eager, both on openreg:\n\n{compile_table}")
     print(text)
     if args.markdown:
         begin, end = "<!-- torch-bench:begin -->", "<!-- torch-bench:end -->"

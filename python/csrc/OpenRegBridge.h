@@ -14,6 +14,9 @@ void register_all();
 int32_t current_device();
 void set_device(int32_t device);
 int64_t current_stream_id(int32_t device);
+// Whether op `op` ("aten::name" or "aten::name.overload") runs through the
+// CPU fallback on openreg tensors (no device kernel, no composite).
+bool runs_through_fallback(rust::Str op);
 void manual_seed(int32_t device, uint64_t seed);
 uint64_t seed(int32_t device);
 uint64_t initial_seed(int32_t device);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 #include <utility>
 
 #include <ATen/Operators.h>
@@ -116,6 +117,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 namespace openreg {
 namespace {
 
+// The ops register_structured_ops_to_fallback sent to the CPU fallback.
+std::unordered_set<c10::OperatorName>& structured_to_fallback() {
+  static auto* names = new std::unordered_set<c10::OperatorName>();
+  return *names;
+}
+
 bool returns_a_view(const c10::FunctionSchema& schema) {
   for (const auto& ret : schema.returns()) {
     if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) {
@@ -151,10 +158,34 @@ void register_structured_ops_to_fallback() {
     }
     library->impl(unqualified.c_str(),
                   torch::CppFunction::makeFromBoxedFunction<&::openreg::kernels::cpu_fallback_kernel>());
+    structured_to_fallback().insert(name);
   }
 }
 
 } // namespace
+
+bool runs_through_fallback(rust::Str op) {
+  register_ops();
+  const std::string text(op);
+  const auto dot = text.find('.');
+  c10::OperatorName name(text.substr(0, dot), dot == std::string::npos ? "" : text.substr(dot + 1));
+  const auto handle = c10::Dispatcher::singleton().findOp(name);
+  if (!handle) {
+    return false;
+  }
+  if (structured_to_fallback().count(name) != 0) {
+    return true;
+  }
+  // A kernel of our own, or a composite of other ops, runs on the device.
+  for (auto key : {c10::DispatchKey::PrivateUse1, c10::DispatchKey::CompositeExplicitAutograd,
+                   c10::DispatchKey::CompositeExplicitAutogradNonFunctional,
+                   c10::DispatchKey::CompositeImplicitAutograd}) {
+    if (handle->hasKernelForDispatchKey(key)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 void register_ops() {
   static std::once_flag once;

@@ -148,6 +148,9 @@ pub mod ffi {
         fn set_device(device: i32) -> Result<()>;
         /// The id of the calling thread's current stream on `device`.
         fn current_stream_id(device: i32) -> Result<i64>;
+        /// Whether an op ("aten::name" or "aten::name.overload") runs through
+        /// the CPU fallback on openreg tensors.
+        fn runs_through_fallback(op: &str) -> Result<bool>;
 
         fn manual_seed(device: i32, seed: u64) -> Result<()>;
         fn seed(device: i32) -> Result<u64>;

@@ -387,6 +387,14 @@ fn reset_op_counts() {
     runtime_ffi::OP_COUNTS.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
+/// Whether an ATen op ("aten::mse_loss", "aten::add.Tensor") runs through
+/// the CPU fallback on openreg tensors: it has no device kernel and no
+/// composite implementation over other ops.
+#[pyfunction]
+fn runs_through_fallback(op: &str) -> PyResultOr<bool> {
+    Ok(ffi::runs_through_fallback(op)?)
+}
+
 /// The CPU fallback's policy: "allow", "warn" or "error".
 #[pyfunction]
 fn fallback_policy() -> PyResultOr<&'static str> {
@@ -430,6 +438,7 @@ fn torch_openreg_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(op_counts, m)?)?;
     m.add_function(wrap_pyfunction!(reset_op_counts, m)?)?;
     m.add_function(wrap_pyfunction!(fallback_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(runs_through_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(set_fallback_policy, m)?)?;
     Ok(())
 }

@@ -25,6 +25,9 @@ reloading, is harmless.
 from __future__ import annotations
 
 import atexit
+import importlib.abc
+import importlib.util
+import sys
 import time
 
 
@@ -68,11 +71,55 @@ def _register() -> None:
             f"torch.{BACKEND_NAME} is already registered as {registered!r}, not torch_openreg's device module"
         )
 
+    _after_import("torch._dynamo.device_interface", "register_device_interface")
+    _after_import("torch._inductor.codegen.common", "register_inductor_refusal")
+
     if not hasattr(torch.Tensor, f"is_{BACKEND_NAME}"):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
         atexit.register(_let_autograd_threads_finish)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``torch_openreg._compile.<hook>(module)`` right after ``module`` is imported.
+
+    torch.compile's registries (dynamo's device interfaces, inductor's code
+    generators) live in modules that take seconds to import; registering with
+    them when they load, not at ``import torch``, keeps the import fast.
+    """
+
+    def __init__(self, name: str, hook: str):
+        self.name, self.hook = name, hook
+
+    def find_spec(self, name, path, target=None):  # noqa: ANN001 - importlib's signature
+        if name != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run_module = spec.loader.exec_module
+        hook = self.hook
+
+        def exec_module(module):  # noqa: ANN001, ANN202
+            run_module(module)
+            from . import _compile
+
+            getattr(_compile, hook)(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _after_import(name: str, hook: str) -> None:
+    """Calls ``_compile.<hook>(module)`` once ``name`` is imported (now, if it already is)."""
+    if name in sys.modules:
+        from . import _compile
+
+        getattr(_compile, hook)(sys.modules[name])
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, hook))
 
 
 def _let_autograd_threads_finish() -> None:
