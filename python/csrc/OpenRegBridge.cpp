@@ -27,8 +27,7 @@ namespace openreg {
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
       break;
     case ErrorKind::InvalidDevice:
-      TORCH_CHECK_INDEX(false, msg);
-      break;
+      raise_invalid_device(msg);
     case ErrorKind::InvalidArgument:
       TORCH_CHECK_VALUE(false, msg);
       break;
@@ -37,6 +36,10 @@ namespace openreg {
   }
   // Every branch above throws; this keeps [[noreturn]] honest for the compiler.
   TORCH_CHECK(false, msg);
+}
+
+void raise_invalid_device(const std::string& message) {
+  throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, kInvalidDeviceCode, message);
 }
 
 void register_all() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "rust/cxx.h"
 
@@ -23,8 +24,17 @@ uint64_t initial_seed(int32_t device);
 rust::Vec<uint8_t> get_rng_state(int32_t device);
 void set_rng_state(int32_t device, rust::Slice<const uint8_t> state);
 
+// CUDA's code for an invalid device ordinal (cudaErrorInvalidDevice), which
+// torch.AcceleratorError.error_code carries for a bad openreg device index.
+constexpr int32_t kInvalidDeviceCode = 101;
+
+// Raises c10::AcceleratorError (torch.AcceleratorError, a RuntimeError) for a
+// device index that names no openreg device, as CUDA does for an invalid
+// device ordinal. Never returns.
+[[noreturn]] void raise_invalid_device(const std::string& message);
+
 // Raises the c10 error that matches the last runtime error on this thread:
-// c10::OutOfMemoryError (torch.OutOfMemoryError), c10::IndexError,
+// c10::OutOfMemoryError (torch.OutOfMemoryError), c10::AcceleratorError,
 // c10::ValueError, or c10::Error (RuntimeError). Never returns.
 [[noreturn]] void raise_runtime_error(const rust::Error& error);
 

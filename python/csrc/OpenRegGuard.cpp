@@ -107,8 +107,10 @@ void check_device_index(c10::DeviceIndex device) {
   // Raises the runtime's own error (e.g. a malformed OPENREG_* variable) if
   // there are no devices because the runtime cannot start.
   const auto count = OPENREG_CHECK(openreg::device_count());
-  TORCH_CHECK_INDEX(device >= 0 && device < count, "openreg device index ", static_cast<int>(device),
-                    " is out of range: there are ", static_cast<int>(count), " openreg devices");
+  if (device < 0 || device >= count) {
+    raise_invalid_device("invalid openreg device index " + std::to_string(static_cast<int>(device)) + ": there are " +
+                         std::to_string(static_cast<int>(count)) + " openreg devices");
+  }
 }
 
 c10::DeviceIndex current_device_index() noexcept {

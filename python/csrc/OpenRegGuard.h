@@ -17,7 +17,7 @@ namespace openreg {
 
 // Number of devices; 0 (with a warning) if the runtime cannot start. Never throws.
 c10::DeviceIndex device_count_or_zero() noexcept;
-// Throws c10::IndexError unless 0 <= device < device count (or the runtime's
+// Throws c10::AcceleratorError unless 0 <= device < device count (or the runtime's
 // error if it cannot start).
 void check_device_index(c10::DeviceIndex device);
 // The calling thread's current device (0 until set).

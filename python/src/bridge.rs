@@ -20,7 +20,7 @@ pub mod ffi {
     enum ErrorKind {
         /// `c10::OutOfMemoryError` -> `torch.OutOfMemoryError`.
         OutOfMemory,
-        /// `c10::IndexError` -> `IndexError` (bad device index).
+        /// `c10::AcceleratorError` -> `torch.AcceleratorError` (bad device index).
         InvalidDevice,
         /// `c10::ValueError` -> `ValueError`.
         InvalidArgument,

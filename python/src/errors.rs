@@ -3,7 +3,8 @@
 //! | runtime error | Python |
 //! |---|---|
 //! | out of memory | `torch.OutOfMemoryError` (with the numbers) |
-//! | bad device index, bad argument, bad event/stream, a kernel module that breaks the contract or overlaps another | `ValueError` |
+//! | bad device index | `torch.AcceleratorError` (a `RuntimeError`, as CUDA's "invalid device ordinal") |
+//! | bad argument, bad event/stream, a kernel module that breaks the contract or overlaps another | `ValueError` |
 //! | a wait interrupted by Ctrl-C | `KeyboardInterrupt` (the pending signal's own exception) |
 //! | anything else (kernel trap, watchdog, fork child, ...) | `RuntimeError` |
 //!
@@ -40,22 +41,27 @@ impl From<cxx::Exception> for OpenRegError {
     }
 }
 
+/// An exception of one of torch's own types (`torch.<name>`, a RuntimeError
+/// subclass); a plain RuntimeError if torch does not have it.
+fn torch_error(name: &str, message: String) -> PyErr {
+    Python::attach(|py| match py.import("torch").and_then(|t| t.getattr(name)) {
+        Ok(ty) => match ty.cast_into() {
+            Ok(ty) => PyErr::from_type(ty, message),
+            Err(_) => PyRuntimeError::new_err(message),
+        },
+        Err(_) => PyRuntimeError::new_err(message),
+    })
+}
+
 impl From<OpenRegError> for PyErr {
     fn from(e: OpenRegError) -> PyErr {
         match e {
             OpenRegError::Runtime(e) => {
                 let message = e.to_string();
                 match e.code() {
-                    ErrorCode::OutOfMemory => {
-                        Python::attach(|py| match py.import("torch").and_then(|t| t.getattr("OutOfMemoryError")) {
-                            Ok(ty) => {
-                                PyErr::from_type(ty.cast_into().expect("torch.OutOfMemoryError is a type"), message)
-                            }
-                            Err(_) => PyRuntimeError::new_err(message),
-                        })
-                    }
-                    ErrorCode::InvalidDevice
-                    | ErrorCode::InvalidArgument
+                    ErrorCode::OutOfMemory => torch_error("OutOfMemoryError", message),
+                    ErrorCode::InvalidDevice => torch_error("AcceleratorError", message),
+                    ErrorCode::InvalidArgument
                     | ErrorCode::InvalidEvent
                     | ErrorCode::InvalidStream
                     | ErrorCode::InvalidModule

@@ -1,5 +1,6 @@
 """openreg through the device-generic API: torch.accelerator, torch.Stream, torch.Event."""
 
+import pytest
 import torch
 
 
@@ -99,3 +100,26 @@ def test_accelerator_synchronize(device):
     y = x.exp()
     torch.accelerator.synchronize(device)
     torch.testing.assert_close(y.cpu(), x.cpu().exp())
+
+
+def test_device_capability_lists_the_dtypes_openreg_tensors_take():
+    dtypes = torch.accelerator.get_device_capability("openreg:1")["supported_dtypes"]
+    for dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                  torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128):
+        assert dtype in dtypes, dtype
+    assert torch.qint8 not in dtypes and torch.quint8 not in dtypes
+
+
+def test_a_bad_device_index_raises_accelerator_error_from_every_entry_point():
+    calls = [
+        lambda: torch.ones(1, device="openreg:5"),
+        lambda: torch.openreg.set_device(5),
+        lambda: torch.accelerator.set_device_index(5),
+        lambda: torch.openreg.synchronize(5),
+        lambda: torch.openreg.memory_allocated(5),
+        lambda: torch.openreg.Stream(5),
+    ]
+    for call in calls:
+        with pytest.raises(torch.AcceleratorError, match="invalid openreg device index 5: there are 2"):
+            call()
+    assert torch.openreg.current_device() == 0

@@ -37,7 +37,8 @@ def test_autoload_can_be_switched_off(tmp_path):
 def test_imports_work_in_any_order(tmp_path):
     for autoload in ("1", "0"):
         for imports in ("import torch_openreg\nimport torch", "import torch\nimport torch_openreg",
-                        "import torch_openreg.coverage\nimport torch"):
+                        "import torch_openreg.coverage\nimport torch", "import torch_openreg.kernels\nimport torch",
+                        "import torch._dynamo\nimport torch_openreg"):
             env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
             code = imports + "\nprint((torch.ones(2, device='openreg') + 1).cpu().tolist())"
             result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,

@@ -12,7 +12,7 @@ reach the runtime through the C++ device guard, exactly as ``torch.accelerator``
 
 Wherever a function takes a ``device`` argument it accepts ``None`` (the current device),
 an ``int`` index, a string such as ``"openreg:1"`` (``"openreg"`` alone means the current
-device) or a ``torch.device``. A device index that does not exist raises ``ValueError``
+device) or a ``torch.device``. A device index that does not exist raises ``torch.AcceleratorError``
 naming the index and the number of devices.
 
 The number of devices and their memory come from the environment, read once when the
@@ -154,7 +154,7 @@ def current_device() -> int:
 def _check_index(index: int) -> int:
     count = device_count()
     if not 0 <= index < count:
-        raise ValueError(f"invalid openreg device index {index}: there are {count} openreg devices")
+        raise torch.AcceleratorError(f"invalid openreg device index {index}: there are {count} openreg devices")
     return index
 
 
@@ -183,7 +183,7 @@ def set_device(device: Device) -> None:
         device (torch.device, int or str): the device to select.
 
     Raises:
-        ValueError: the index is not that of an openreg device (negative indices
+        torch.AcceleratorError: the index is not that of an openreg device (negative indices
             included: unlike :func:`torch.cuda.set_device`, -1 is not a silent no-op).
     """
     _C.set_device(_device_index(device, optional=False))

@@ -19,11 +19,11 @@ def test_pinned_out_of_memory_names_host_memory_not_a_device():
 
 
 def test_negative_device_indices_are_named_as_given(sentinels):
-    with pytest.raises(ValueError, match="invalid openreg device index -1:"):
+    with pytest.raises(torch.AcceleratorError, match="invalid openreg device index -1:"):
         torch.openreg.set_device(-1)
-    with pytest.raises(ValueError, match="invalid openreg device index -3:"):
+    with pytest.raises(torch.AcceleratorError, match="invalid openreg device index -3:"):
         torch.openreg.memory_stats(-3)
-    with pytest.raises(ValueError, match="invalid device index -2"):
+    with pytest.raises(torch.AcceleratorError, match="invalid device index -2"):
         torch_openreg._C.synchronize(-2)
     assert torch.openreg.current_device() == 0
 
