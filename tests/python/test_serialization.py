@@ -59,3 +59,26 @@ def test_state_dict_round_trip(device, tmp_path):
     model.eval()
     on_cpu.eval()
     torch.testing.assert_close(model(x.to(device)).cpu(), on_cpu(x), rtol=1e-5, atol=1e-5)
+
+
+# ---- backend metadata ----------------------------------------------------------------
+
+
+def test_backend_metadata_is_kept_copied_with_detach_and_saved(tmp_path):
+    from torch._utils import get_tensor_metadata, set_tensor_metadata
+
+    x = torch.randn(4, device="openreg:1")
+    assert get_tensor_metadata(x) == {}
+    set_tensor_metadata(x, {"channels_last_hint": True, "quantized_hint": False})
+    set_tensor_metadata(x, {"extra": True})  # added to the flags already there
+    expected = {"channels_last_hint": True, "quantized_hint": False, "extra": True}
+    assert get_tensor_metadata(x) == expected
+    assert get_tensor_metadata(x.detach()) == expected  # shallow copies carry it
+    assert get_tensor_metadata(x.clone()) == {}  # a new tensor starts without, as on any backend
+    path = tmp_path / "x.pt"
+    torch.save({"x": x}, path)
+    loaded = torch.load(path)["x"]
+    assert loaded.device == x.device and get_tensor_metadata(loaded) == expected
+    torch.testing.assert_close(loaded.cpu(), x.cpu())
+    # CPU tensors keep none (the registration is openreg's).
+    assert get_tensor_metadata(torch.ones(1)) == {}
