@@ -535,10 +535,40 @@ static const uint32_t NATIVE[OR_COMPUTE_COUNT] = {OR_F32, OR_F64, OR_I64};
 #define OR_TILE 32
 #define OR_TILE_STRIDE 256
 
+/*
+ * One row whose inputs are each contiguous or constant along it (a Python
+ * scalar, a broadcast dimension), all of the compute type's native dtype,
+ * into a contiguous output: the constant inputs are spread over a chunk
+ * buffer, so `contig` (the vectorized loop) runs over the row chunk by chunk
+ * instead of the strided loop element by element.
+ */
+static void row_spread(or_row contig, char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,
+                       const uint32_t *dt, uint32_t nt) {
+  _Alignas(16) char spread[OR_MAX_OPERANDS][OR_CHUNK * sizeof(double)];
+  char *chunk[OR_MAX_OPERANDS];
+  const int64_t first = n < OR_CHUNK ? n : OR_CHUNK;
+  for (uint32_t k = 1; k < nt; k++) {
+    if (st[k] == 0) {
+      const uint32_t size = dtype_size(dt[k]);
+      for (int64_t j = 0; j < first; j++) {
+        __builtin_memcpy(spread[k] + j * size, ptr[k], size);
+      }
+    }
+  }
+  for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {
+    const int64_t m = n - j0 < OR_CHUNK ? n - j0 : OR_CHUNK;
+    chunk[0] = ptr[0] + j0 * st[0];
+    for (uint32_t k = 1; k < nt; k++) {
+      chunk[k] = st[k] == 0 ? spread[k] : ptr[k] + j0 * st[k];
+    }
+    contig(chunk, st, m, args, dt);
+  }
+}
+
 /* Dimensions 0 and 1 at the given bases: rows of dimension 0, one per index
  * of dimension 1, tiled when `tiled`. */
-static void walk_plane(const or_elementwise *p, or_row row, char *const *base, int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS],
-                       const uint32_t *dt, int tiled) {
+static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char *const *base,
+                       int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS], const uint32_t *dt, int tiled) {
   const uint32_t nt = p->ntensors;
   const int64_t n0 = p->sizes[0];
   const int64_t n1 = p->ndim > 1 ? p->sizes[1] : 1;
@@ -557,7 +587,11 @@ static void walk_plane(const or_elementwise *p, or_row row, char *const *base, i
         for (uint32_t k = 0; k < nt; k++) {
           ptr[k] = base[k] + i1 * (p->ndim > 1 ? st[k][1] : 0) + i0b * st[k][0];
         }
-        row(ptr, row_stride, len, p->args, dt);
+        if (spread) {
+          row_spread(spread, ptr, row_stride, len, p->args, dt, nt);
+        } else {
+          row(ptr, row_stride, len, p->args, dt);
+        }
       }
     }
   }
@@ -568,8 +602,8 @@ static void walk_plane(const or_elementwise *p, or_row row, char *const *base, i
  * by walk_plane, the others with a counter, last dimension outermost. The
  * order is fixed, so results never depend on how the work is split.
  */
-static void walk(const or_elementwise *p, or_row row, char **base, int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS],
-                 const uint32_t *dt) {
+static void walk(const or_elementwise *p, or_row row, or_row spread, char **base,
+                 int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS], const uint32_t *dt) {
   const uint32_t nt = p->ntensors;
   const uint32_t ndim = p->ndim;
   for (uint32_t d = 0; d < ndim; d++) {
@@ -590,7 +624,7 @@ static void walk(const or_elementwise *p, or_row row, char **base, int64_t st[OR
     ptr[k] = base[k];
   }
   for (;;) {
-    walk_plane(p, row, ptr, st, dt, tiled);
+    walk_plane(p, row, spread, ptr, st, dt, tiled);
     uint32_t d = 2;
     for (; d < ndim; d++) {
       counter[d]++;
@@ -665,6 +699,12 @@ EXPORT(elementwise) void elementwise(const or_elementwise *p) {
     contiguous = contiguous && dt[k] == native && st[k][0] == (int64_t)dtype_size(native) &&
                  !((p->scalar_mask >> k) & 1);
   }
+  /* Inputs contiguous or constant along rows (at least one constant): the
+   * contiguous loop over spread chunks (row_spread). */
+  int spreadable = typed && !contiguous && st[0][0] == (int64_t)dtype_size(dt[0]);
+  for (uint32_t k = 1; k < nt; k++) {
+    spreadable = spreadable && (st[k][0] == 0 || st[k][0] == (int64_t)dtype_size(native));
+  }
   const or_row row = contiguous ? loops->contig : typed ? loops->strided : loops->generic;
-  walk(p, row, base, st, dt);
+  walk(p, row, spreadable ? loops->contig : 0, base, st, dt);
 }
