@@ -499,6 +499,44 @@ OR_FLOAT_OPS(OR_LOOPS_F64, double, __builtin_sqrt, __builtin_floor, __builtin_ce
              __builtin_fabs, f64)
 OR_INT_OPS(OR_LOOPS_I64)
 
+/* WHERE with a bool condition (torch.where's own form): the condition is read
+ * as bytes, the values as the compute type, without the converting loop. */
+#define OR_WHERE_BOOL(C, T)                                                                                       \
+  static void where_bool_contig_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,       \
+                                    const uint32_t *dt) {                                                         \
+    (void)st;                                                                                                     \
+    (void)args;                                                                                                   \
+    (void)dt;                                                                                                     \
+    T *restrict out = (T *)ptr[0];                                                                                \
+    const uint8_t *cond = (const uint8_t *)ptr[1];                                                                \
+    const T *b = (const T *)ptr[2];                                                                               \
+    const T *c = (const T *)ptr[3];                                                                               \
+    for (int64_t j = 0; j < n; j++) {                                                                             \
+      out[j] = cond[j] ? b[j] : c[j];                                                                             \
+    }                                                                                                             \
+  }                                                                                                               \
+  static void where_bool_strided_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,      \
+                                     const uint32_t *dt) {                                                        \
+    (void)args;                                                                                                   \
+    (void)dt;                                                                                                     \
+    for (int64_t j = 0; j < n; j++) {                                                                             \
+      *(T *)(ptr[0] + j * st[0]) =                                                                                \
+          *(const uint8_t *)(ptr[1] + j * st[1]) ? *(const T *)(ptr[2] + j * st[2]) : *(const T *)(ptr[3] + j * st[3]); \
+    }                                                                                                             \
+  }
+OR_WHERE_BOOL(F32, float)
+OR_WHERE_BOOL(F64, double)
+OR_WHERE_BOOL(I64, int64_t)
+
+static const struct {
+  or_row contig;
+  or_row strided;
+} WHERE_BOOL[OR_COMPUTE_COUNT] = {
+    [OR_COMPUTE_F32] = {where_bool_contig_F32, where_bool_strided_F32},
+    [OR_COMPUTE_F64] = {where_bool_contig_F64, where_bool_strided_F64},
+    [OR_COMPUTE_I64] = {where_bool_contig_I64, where_bool_strided_I64},
+};
+
 /* ---- dispatch tables: [op][compute] ---- */
 
 typedef struct or_loops {
@@ -691,20 +729,30 @@ EXPORT(elementwise) void elementwise(const or_elementwise *p) {
       (void)dtype_size(dt[k]); /* traps on an unknown dtype */
     }
   }
-  /* Choose the row loop once: the row strides are the same for every row. */
-  int typed = dt[0] == loops->result_dtype;
-  int contiguous = typed && st[0][0] == (int64_t)dtype_size(dt[0]);
+  /* Choose the row loop once: the row strides are the same for every row.
+   * Operands of the dtypes the loops read (`want`) take the contiguous loop
+   * when every row is contiguous, or when the inputs are contiguous or
+   * constant along rows (row_spread), else the strided loop; any other dtype
+   * mix takes the converting loop. */
+  or_row contig = loops->contig;
+  or_row strided = loops->strided;
+  uint32_t want[OR_MAX_OPERANDS];
+  want[0] = loops->result_dtype;
   for (uint32_t k = 1; k < nt; k++) {
-    typed = typed && dt[k] == native;
-    contiguous = contiguous && dt[k] == native && st[k][0] == (int64_t)dtype_size(native) &&
-                 !((p->scalar_mask >> k) & 1);
+    want[k] = native;
   }
-  /* Inputs contiguous or constant along rows (at least one constant): the
-   * contiguous loop over spread chunks (row_spread). */
-  int spreadable = typed && !contiguous && st[0][0] == (int64_t)dtype_size(dt[0]);
-  for (uint32_t k = 1; k < nt; k++) {
-    spreadable = spreadable && (st[k][0] == 0 || st[k][0] == (int64_t)dtype_size(native));
+  if (p->op == OR_OP_WHERE && dt[1] == OR_BOOL) {
+    want[1] = OR_BOOL;
+    contig = WHERE_BOOL[p->compute].contig;
+    strided = WHERE_BOOL[p->compute].strided;
   }
-  const or_row row = contiguous ? loops->contig : typed ? loops->strided : loops->generic;
-  walk(p, row, spreadable ? loops->contig : 0, base, st, dt);
+  int typed = 1, contiguous = 1, spreadable = 1;
+  for (uint32_t k = 0; k < nt; k++) {
+    const int64_t size = (int64_t)dtype_size(want[k]);
+    typed = typed && dt[k] == want[k];
+    contiguous = contiguous && st[k][0] == size && !((p->scalar_mask >> k) & 1);
+    spreadable = spreadable && (st[k][0] == size || (k > 0 && st[k][0] == 0));
+  }
+  const or_row row = !typed ? loops->generic : contiguous ? contig : strided;
+  walk(p, row, typed && !contiguous && spreadable ? contig : 0, base, st, dt);
 }
