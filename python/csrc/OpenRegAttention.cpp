@@ -1,0 +1,132 @@
+// Scaled dot-product attention through the PrivateUse1 fused-attention path.
+//
+// torch.nn.functional.scaled_dot_product_attention asks the device's
+// `_fused_sdp_choice_stub` which implementation to use. openreg answers
+// "overrideable" (SDPBackend.OVERRIDEABLE) for what its kernel below handles
+// (4-d inputs with as many key/value heads as query heads, no dropout) and
+// "math" otherwise (ATen's composite of matmuls and softmax). The
+// overrideable forward keeps the log-sum-exp of each row, so its backward
+// recomputes the attention weights instead of storing them, as the flash and
+// memory-efficient kernels do on CUDA. Both are written over ATen ops that
+// run on openreg; low-precision inputs compute in float32, as the math path
+// does, and results match it within its tolerances.
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/SDPBackend.h>
+#include <torch/library.h>
+
+namespace openreg::attention {
+namespace {
+
+using at::SDPBackend;
+
+int64_t choose(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+               const std::optional<at::Tensor>& attn_mask, double dropout_p, bool, std::optional<double>,
+               bool enable_gqa) {
+  const bool handled = query.dim() == 4 && key.dim() == 4 && value.dim() == 4 && dropout_p == 0.0 &&
+                       query.size(1) == key.size(1) && key.size(1) == value.size(1) && !enable_gqa &&
+                       query.is_floating_point() && !(attn_mask.has_value() && attn_mask->defined() &&
+                                                      attn_mask->dim() > 4);
+  return static_cast<int64_t>(handled ? SDPBackend::overrideable : SDPBackend::math);
+}
+
+int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa) {
+  return choose(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
+// The scaled, masked scores q k^T in float32 or float64: (B, H, L, S).
+at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& bias, bool is_causal, double scale) {
+  auto attn = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
+  const auto minus_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) {
+    const auto L = q.size(-2), S = k.size(-2);
+    const auto above = at::ones({L, S}, q.options().dtype(at::kBool)).triu_(1);
+    attn.masked_fill_(above, minus_inf);
+  }
+  if (bias.defined()) {
+    if (bias.scalar_type() == at::kBool) {
+      attn.masked_fill_(bias.logical_not(), minus_inf);
+    } else {
+      attn.add_(bias.to(attn.scalar_type()));
+    }
+  }
+  return attn;
+}
+
+at::ScalarType opmath(at::ScalarType t) {
+  return t == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+double scale_of(const at::Tensor& q, std::optional<double> scale) {
+  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
+forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+        const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal, bool return_debug_mask,
+        std::optional<double> scale) {
+  TORCH_CHECK(dropout_p == 0.0, "openreg's fused attention has no dropout; scaled_dot_product_attention sends "
+                                "dropout to the math path");
+  TORCH_CHECK(!return_debug_mask, "openreg's fused attention returns no debug mask");
+  const auto compute = opmath(query.scalar_type());
+  const auto q = query.to(compute), k = key.to(compute), v = value.to(compute);
+  const auto bias = attn_bias.has_value() ? *attn_bias : at::Tensor();
+  const auto attn = scores(q, k, bias, is_causal, scale_of(query, scale));
+  const auto logsumexp = at::logsumexp(attn, -1);
+  const auto weights = at::exp(attn - logsumexp.unsqueeze(-1));
+  const auto out = at::matmul(weights, v).to(query.scalar_type());
+  const auto none = at::empty({0}, query.options().dtype(at::kLong));
+  return {out,  logsumexp, none, none, c10::SymInt(query.size(-2)), c10::SymInt(key.size(-2)),
+          none, none, at::empty({0}, query.options())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+         const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+         const at::Tensor& logsumexp, const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double,
+         bool is_causal, const at::Tensor&, const at::Tensor&, std::optional<double> scale) {
+  const auto compute = opmath(query.scalar_type());
+  const auto q = query.to(compute), k = key.to(compute), v = value.to(compute);
+  const auto dout = grad_out.to(compute), o = out.to(compute);
+  const double s = scale_of(query, scale);
+  // The weights again, from the scores and the saved log-sum-exp.
+  const auto weights = at::exp(scores(q, k, attn_bias, is_causal, s) - logsumexp.to(compute).unsqueeze(-1));
+  const auto grad_v = at::matmul(weights.transpose(-2, -1), dout);
+  const auto grad_weights = at::matmul(dout, v.transpose(-2, -1));
+  const auto row_dot = (dout * o).sum(-1, /*keepdim=*/true);
+  // A fully masked row has NaN weights (as the math path); its gradient is 0.
+  const auto grad_scores = at::nan_to_num(weights * (grad_weights - row_dot), 0.0, 0.0, 0.0);
+  at::Tensor grad_q, grad_k, grad_bias;
+  if (grad_input_mask[0]) {
+    grad_q = at::matmul(grad_scores, k).mul_(s).to(query.scalar_type());
+  }
+  if (grad_input_mask[1]) {
+    grad_k = at::matmul(grad_scores.transpose(-2, -1), q).mul_(s).to(key.scalar_type());
+  }
+  if (grad_input_mask[3] && attn_bias.defined() && attn_bias.is_floating_point()) {
+    grad_bias = at::sum_to(grad_scores, attn_bias.sizes()).to(attn_bias.scalar_type());
+  }
+  return {grad_q, grad_k, grad_input_mask[2] ? grad_v.to(value.scalar_type()) : at::Tensor(), grad_bias};
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(forward));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(backward));
+}
+
+} // namespace openreg::attention
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &openreg::attention::choose)
+} // namespace at::native
