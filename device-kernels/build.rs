@@ -37,42 +37,9 @@ use std::process::{Command, Output};
 const RUSTC_VAR: &str = "OPENREG_WASM_RUSTC";
 /// The environment variable that names the C compiler for kernels.
 const CC_VAR: &str = "OPENREG_WASM_CC";
-/// The flags `rustc` compiles a Rust kernel module with (`-o` and the source
-/// follow). The stack size is small because the runtime points each module's
-/// `__stack_pointer` at a stack of its own; it is also the gap below a Rust
-/// module's static data, which `rustc` links after the stack (`--stack-first`).
-const RUSTC_FLAGS: &[&str] = &[
-    "--edition=2021",
-    "--target=wasm32-unknown-unknown",
-    "--crate-type=cdylib",
-    "-Copt-level=3",
-    "-Ccodegen-units=1",
-    "-Cdebuginfo=0",
-    "-Cpanic=abort",
-    "-Ctarget-feature=+simd128,+bulk-memory",
-    "-Clink-arg=--import-memory",
-    "-Clink-arg=-zstack-size=65536",
-    "-Clink-arg=--export=__data_end",
-    "-Clink-arg=--export=__heap_base",
-];
-
-/// The flags clang compiles and links a C kernel module with (include paths,
-/// `-o` and the sources follow). See `sdk/openreg_kernel.h` for what each is for.
-const CC_FLAGS: &[&str] = &[
-    "--target=wasm32-unknown-unknown",
-    "-nostdlib",
-    "-O3",
-    "-msimd128",
-    "-mbulk-memory",
-    "-std=c11",
-    "-Wall",
-    "-Wextra",
-    "-Wl,--no-entry",
-    "-Wl,--import-memory",
-    "-Wl,-z,stack-size=65536",
-    "-Wl,--export=__data_end",
-    "-Wl,--export=__heap_base",
-];
+// RUSTC_FLAGS and CC_FLAGS: shared with the crate (and through it with
+// torch_openreg.kernels.build), so user kernels build as the built-ins do.
+include!("flags.rs");
 
 /// The static-data base of the built-in engine (`engine/`): high in the
 /// device's static area (`host/src/layout.rs`, below 15 MiB), out of the way of

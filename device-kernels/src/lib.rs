@@ -26,6 +26,8 @@
 
 #![forbid(unsafe_code)]
 
+include!("../flags.rs");
+
 /// The built-in engine (`engine/*.c`) for 32-bit devices: the `elementwise`
 /// kernel, which runs any op of `engine/openreg_engine.h` over a parameter block.
 pub const ENGINE32_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/engine32.wasm"));

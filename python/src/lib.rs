@@ -367,6 +367,14 @@ fn sdk_files() -> BTreeMap<&'static str, &'static str> {
     ])
 }
 
+/// The compiler flags the built-in kernel modules are built with, which
+/// `torch_openreg.kernels.build` uses for user kernels: `{"rustc": [...],
+/// "cc": [...]}` (`device-kernels/flags.rs`).
+#[pyfunction]
+fn kernel_build_flags() -> BTreeMap<&'static str, &'static [&'static str]> {
+    BTreeMap::from([("rustc", openreg_device_kernels::RUSTC_FLAGS), ("cc", openreg_device_kernels::CC_FLAGS)])
+}
+
 /// A module in the WebAssembly text format (WAT) as a wasm binary; a binary
 /// is returned unchanged. Raises ValueError with the parser's message.
 #[pyfunction]
@@ -434,6 +442,7 @@ fn torch_openreg_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
     m.add_function(wrap_pyfunction!(sdk_files, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_build_flags, m)?)?;
     m.add_function(wrap_pyfunction!(wat_to_wasm, m)?)?;
     m.add_function(wrap_pyfunction!(op_counts, m)?)?;
     m.add_function(wrap_pyfunction!(reset_op_counts, m)?)?;

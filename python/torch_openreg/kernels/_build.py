@@ -32,39 +32,20 @@ from .. import _C
 RUSTC_VAR = "OPENREG_WASM_RUSTC"
 CC_VAR = "OPENREG_WASM_CC"
 
-#: rustc flags for a kernel module (the crate type and output follow).
-RUSTC_FLAGS = [
-    "--edition=2021",
-    "--target=wasm32-unknown-unknown",
-    "-Copt-level=3",
-    "-Ccodegen-units=1",
-    "-Cdebuginfo=0",
-    "-Cpanic=abort",
-    "-Ctarget-feature=+simd128,+bulk-memory",
-]
-#: Link flags of a Rust kernel module.
-RUSTC_LINK_FLAGS = [
-    "-Clink-arg=--import-memory",
-    "-Clink-arg=-zstack-size=65536",
-    "-Clink-arg=--export=__data_end",
-    "-Clink-arg=--export=__heap_base",
-]
-#: clang flags for a C kernel module (include paths, output and sources follow).
-CC_FLAGS = [
-    "--target=wasm32-unknown-unknown",
-    "-nostdlib",
-    "-O3",
-    "-msimd128",
-    "-mbulk-memory",
-    "-std=c11",
-    "-Wall",
-    "-Wextra",
-    "-Wl,--no-entry",
-    "-Wl,--import-memory",
-    "-Wl,-z,stack-size=65536",
-    "-Wl,--export=__data_end",
-    "-Wl,--export=__heap_base",
-]
+
+def _flags() -> tuple[list[str], list[str], list[str]]:
+    """The built-in modules' flags (``device-kernels/flags.rs``): rustc's compile
+    flags, rustc's link flags, clang's flags."""
+    flags = _C.kernel_build_flags()
+    rustc = [f for f in flags["rustc"] if not f.startswith("--crate-type")]
+    compile_flags = [f for f in rustc if not f.startswith("-Clink-arg")]
+    link_flags = [f for f in rustc if f.startswith("-Clink-arg")]
+    return compile_flags, link_flags, list(flags["cc"])
+
+
+#: rustc flags for a kernel module or the SDK crate (crate type and output follow).
+#: Link flags of a Rust kernel module. clang flags for a C kernel module.
+RUSTC_FLAGS, RUSTC_LINK_FLAGS, CC_FLAGS = _flags()
 
 _INSTALL_C = (
     "install clang and lld with wasm support: Debian/Ubuntu `apt-get install clang-19 lld-19`, "
