@@ -36,12 +36,6 @@ int64_t choose(const at::Tensor& query, const at::Tensor& key, const at::Tensor&
   return static_cast<int64_t>(handled ? SDPBackend::overrideable : SDPBackend::math);
 }
 
-int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                         const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
-                         std::optional<double> scale, bool enable_gqa) {
-  return choose(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
-}
-
 // The scaled, masked scores q k^T in float32 or float64: (B, H, L, S).
 at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& bias, bool is_causal, double scale) {
   auto attn = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
@@ -120,7 +114,7 @@ backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));
+  m.impl("_fused_sdp_choice", TORCH_FN(choose)); // the stub's own answer, for the op called directly
   m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(forward));
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(backward));
 }
