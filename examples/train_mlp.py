@@ -59,6 +59,9 @@ def main():
           f"largest loss difference {worst:.2e}")
     print("  (device kernels and torch's CPU kernels round some results differently in the last bit: the device's\n"
           "  float32 sqrt is correctly rounded, the CPU's is not; 300 Adam steps amplify such differences)")
+    per_step, cpu_per_step = seconds / len(losses) * 1e3, cpu_seconds / len(cpu_losses) * 1e3
+    print(f"time per step: openreg {per_step:.2f} ms, cpu {cpu_per_step:.2f} ms "
+          f"(openreg takes {per_step / cpu_per_step:.1f}x CPU's time, {torch.get_num_threads()} CPU threads)")
 
     stats = torch.openreg.memory_stats(0)
     print(f"\nopenreg:0 memory: {torch.openreg.memory_allocated(0) / 2**20:.2f} MiB allocated, "
@@ -75,8 +78,10 @@ def main():
     compute = {name: c for name, c in counts.items() if name not in BOOKKEEPING}
     on_device = sum(c["device"] for c in compute.values())
     total = on_device + sum(c["fallback"] for c in compute.values())
+    rest = ("none through the CPU fallback" if on_device == total
+            else "the rest through the CPU fallback (copied to the host and back)")
     print(f"\ncompute ops: {on_device} of {total} runs ({100 * on_device / max(total, 1):.0f}%) computed by "
-          f"WebAssembly kernels on the device, the rest through the CPU fallback (copied to the host and back); "
+          f"WebAssembly kernels on the device, {rest}; "
           f"not counted: {sum(c['device'] + c['fallback'] for n, c in counts.items() if n in BOOKKEEPING)} "
           f"allocations, views and copies")
     top = sorted(compute.items(), key=lambda kv: -(kv[1]["device"] + kv[1]["fallback"]))[:14]

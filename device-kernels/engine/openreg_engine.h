@@ -157,7 +157,9 @@ enum or_compute {
   X(POW_SCALAR, 1, NUM)      /* a ** args[0] */                                               \
   X(NAN_TO_NUM, 1, FLOAT)    /* NaN -> args[0], +inf -> args[1], -inf -> args[2] */           \
   X(HARDTANH_BACKWARD, 2, FLOAT) /* a: grad, b: input; min args[0], max args[1] */ \
-  X(CLAMP_TENSOR, 3, ANY)    /* min(max(a, b), c); a NaN anywhere gives NaN */
+  X(CLAMP_TENSOR, 3, ANY)    /* min(max(a, b), c); a NaN anywhere gives NaN */                 \
+  X(SQUARED_DIFF, 2, FLOAT)  /* (a - b) * (a - b) (mse_loss) */                                \
+  X(MSE_BACKWARD, 3, FLOAT)  /* args[0] * (a - b) * c; a: input, b: target, c: grad */
 
 enum or_kinds {
   OR_KINDS_ANY = 0,
@@ -393,6 +395,84 @@ typedef struct or_position {
 
 OR_STATIC_ASSERT(offsetof(or_position, data) == 16 + 8 * OR_MAX_DIMS, "or_position.data");
 OR_STATIC_ASSERT(sizeof(or_position) == 32 + 24 * OR_MAX_DIMS + 8 * OR_MAX_ARGS, "or_position size");
+
+/*
+ * The `gemm` kernel: out = beta * out + alpha * a @ b for each of `batch`
+ * matrix triples (mm, addmm, bmm, baddbmm, addmv, mv, dot). a is m x k, b
+ * is k x n, out is m x n, each of any byte strides (batch, row, column),
+ * all of one dtype. `beta_nonzero` 0: out is only written (NaN in it does not
+ * propagate, as BLAS and ATen define beta = 0).
+ *
+ * Floats run in packed, blocked SIMD (float16 and bfloat16 widened to
+ * float32 when packed and accumulated in float32 over the whole of k). Each
+ * output element is accumulated in one fixed order that depends on k, on the
+ * operands' layout, on whether m or n is 1 (matrix-vector products) and on
+ * the blocking constants below, never on how the work is split, so a run is
+ * bit-reproducible. Integers accumulate in int64 and wrap, as CPU's.
+ */
+#define OR_GEMM_A 0
+#define OR_GEMM_B 1
+#define OR_GEMM_OUT 2
+#define OR_GEMM_OPERANDS 3
+
+/* Blocking, per compute type: the register tile (MR x NR), the depth of one
+ * pass over k (KC), the rows of a (MC) and columns of b (NC) packed at once. */
+#define OR_GEMM_F32_MR 6
+#define OR_GEMM_F32_NR 8
+#define OR_GEMM_F64_MR 6
+#define OR_GEMM_F64_NR 4
+#define OR_GEMM_KC 256
+#define OR_GEMM_MC 96
+#define OR_GEMM_F32_NC 1024
+#define OR_GEMM_F64_NC 512
+
+typedef struct or_gemm {
+  uint32_t dtype;        /* every operand's */
+  uint32_t beta_nonzero; /* read out, scaled by beta */
+  int64_t batch, m, n, k;
+  uint64_t data[OR_GEMM_OPERANDS];
+  int64_t strides[OR_GEMM_OPERANDS][3]; /* bytes: batch, row, column */
+  or_scalar alpha, beta;                /* .f for floats, .i for integers */
+  uint64_t scratch;                     /* or_gemm_scratch_bytes() of device memory, 16-byte aligned */
+} or_gemm;
+
+OR_STATIC_ASSERT(offsetof(or_gemm, data) == 40, "or_gemm.data");
+OR_STATIC_ASSERT(offsetof(or_gemm, strides) == 40 + 8 * OR_GEMM_OPERANDS, "or_gemm.strides");
+OR_STATIC_ASSERT(offsetof(or_gemm, scratch) == 40 + 32 * OR_GEMM_OPERANDS + 16, "or_gemm.scratch");
+OR_STATIC_ASSERT(sizeof(or_gemm) == 64 + 32 * OR_GEMM_OPERANDS, "or_gemm size");
+
+static inline int64_t or_gemm_min(int64_t x, int64_t y) {
+  return x < y ? x : y;
+}
+
+static inline int64_t or_gemm_round_up(int64_t x, int64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+/* The scratch a gemm launch needs, in elements of the compute type: for
+ * float16/bfloat16 an m x n float32 accumulator first, then room either for
+ * the packed panels of a and b or for a vector of b and one of results
+ * (matrix-vector products). The kernel may compute out^T = b^T a^T, so the
+ * panels are sized for either orientation. */
+static inline int64_t or_gemm_accumulator_elems(uint32_t dtype, int64_t m, int64_t n) {
+  return (dtype == OR_F16 || dtype == OR_BF16) ? or_gemm_round_up(m * n, 4) : 0;
+}
+
+static inline int64_t or_gemm_scratch_bytes(uint32_t dtype, int64_t m, int64_t n, int64_t k) {
+  if (dtype != OR_F32 && dtype != OR_F64 && dtype != OR_F16 && dtype != OR_BF16) {
+    return 0;
+  }
+  const int is64 = dtype == OR_F64;
+  const int64_t mr = is64 ? OR_GEMM_F64_MR : OR_GEMM_F32_MR;
+  const int64_t nr = is64 ? OR_GEMM_F64_NR : OR_GEMM_F32_NR;
+  const int64_t nc = is64 ? OR_GEMM_F64_NC : OR_GEMM_F32_NC;
+  const int64_t wide = m > n ? m : n;
+  const int64_t kc = or_gemm_min(k, OR_GEMM_KC);
+  const int64_t panels = (or_gemm_round_up(or_gemm_min(wide, nc), nr) + or_gemm_round_up(or_gemm_min(wide, OR_GEMM_MC), mr)) * kc;
+  const int64_t vectors = or_gemm_round_up(k, 4) + or_gemm_round_up(wide, 4);
+  const int64_t elems = or_gemm_accumulator_elems(dtype, m, n) + (panels > vectors ? panels : vectors);
+  return elems * (is64 ? 8 : 4) + 16; /* 16: room to align the start */
+}
 
 #ifdef __cplusplus
 } /* namespace openreg::engine */

@@ -1,6 +1,6 @@
 // The elementwise family on the device engine: arithmetic, comparisons,
 // logical and bitwise ops, rounding, clamps, activations' building blocks,
-// where, fill. One entry per op:
+// where, fill, the mean-squared-error loss. One entry per op:
 //
 //   - structured ops (ATen's meta builds the TensorIterator): an impl below
 //     and one OPENREG_STRUCTURED line registering functional, in-place and
@@ -22,6 +22,7 @@
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Activation.h>
 #include <ATen/native/Fill.h>
+#include <ATen/native/PointwiseOps.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/native/UnaryOps.h>
 #include <ATen/ops/abs_native.h>
@@ -35,6 +36,8 @@
 #include <ATen/ops/logical_not_native.h>
 #include <ATen/ops/logical_or_native.h>
 #include <ATen/ops/logical_xor_native.h>
+#include <ATen/ops/mse_loss_backward_native.h>
+#include <ATen/ops/mse_loss_native.h>
 #include <ATen/ops/nan_to_num_native.h>
 #include <ATen/ops/relu_native.h>
 #include <ATen/ops/where_native.h>
@@ -355,6 +358,14 @@ void openreg_hardtanh_backward(TensorIterator& iter, const Scalar& min, const Sc
   launch_elementwise(iter, OR_OP_HARDTANH_BACKWARD, {min, max});
 }
 
+void openreg_mse(TensorIteratorBase& iter) {
+  launch_elementwise(iter, OR_OP_SQUARED_DIFF);
+}
+
+void openreg_mse_backward(TensorIterator& iter, const Scalar& norm) {
+  launch_elementwise(iter, OR_OP_MSE_BACKWARD, {norm});
+}
+
 void openreg_abs(TensorIteratorBase& iter) {
   launch_elementwise(iter, OR_OP_ABS);
 }
@@ -401,6 +412,8 @@ REGISTER_PRIVATEUSE1_DISPATCH(div_trunc_stub, &openreg_div_trunc)
 REGISTER_PRIVATEUSE1_DISPATCH(fill_stub, &openreg_fill)
 REGISTER_PRIVATEUSE1_DISPATCH(nan_to_num_stub, &openreg_nan_to_num)
 REGISTER_PRIVATEUSE1_DISPATCH(hardtanh_backward_stub, &openreg_hardtanh_backward)
+REGISTER_PRIVATEUSE1_DISPATCH(mse_stub, &openreg_mse)
+REGISTER_PRIVATEUSE1_DISPATCH(mse_backward_stub, &openreg_mse_backward)
 
 } // namespace at::native
 
@@ -507,6 +520,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_NATIVE(m, hardtanh_backward, at::native::hardtanh_backward);
   OPENREG_NATIVE(m, hardtanh_backward_grad_input, at::native::hardtanh_backward_out);
   OPENREG_NATIVE(m, nan_to_num_out, at::native::nan_to_num_out);
+  // losses (the reductions they end in are the reduction family's)
+  OPENREG_STRUCTURED_NATIVE(m, mse_loss_out, mse_loss, none, mse_loss_out);
+  OPENREG_NATIVE(m, mse_loss_backward, at::native::mse_loss_backward);
+  OPENREG_NATIVE(m, mse_loss_backward_grad_input, at::native::mse_loss_backward_out);
   // activations and their backward ops
   OPENREG_STRUCTURED(m, silu, unary_impl<OR_OP_SILU>, silu, silu_, silu_out);
   OPENREG_STRUCTURED(m, mish, unary_impl<OR_OP_MISH>, mish, mish_, mish_out);

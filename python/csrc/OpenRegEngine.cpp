@@ -35,6 +35,7 @@ constexpr char kReduce[] = "reduce";
 constexpr char kIndex[] = "index";
 constexpr char kNonzero[] = "nonzero";
 constexpr char kPositions[] = "positions";
+constexpr char kGemm[] = "gemm";
 
 // Launches one engine kernel with `block` as its parameter block, whose
 // device addresses lie at the byte offsets `pointers`.
@@ -67,13 +68,27 @@ or_scalar scalar_in(const c10::Scalar& value, or_compute compute) {
   return s;
 }
 
-// A CPU scalar operand's value, read (on the host: it is a host tensor) in
-// the compute type.
-or_scalar cpu_scalar_in(const at::TensorIteratorBase& iter, int arg, or_compute compute) {
+// A CPU scalar operand's value, read (on the host: it is a host tensor),
+// converted to the op's common dtype as CPU converts its inputs (an int32 -6
+// becomes 250 in a uint8 op), then to the compute type.
+or_scalar cpu_scalar_in(const at::TensorIteratorBase& iter, int arg, or_compute compute,
+                        std::optional<at::ScalarType> common) {
   const at::TensorBase& t = iter.tensor_base(arg);
-  or_scalar s{};
+  const bool floating = at::isFloatingType(t.scalar_type());
+  double as_double = 0.0;
+  int64_t as_long = 0;
   AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, t.scalar_type(), "openreg_cpu_scalar", [&] {
     const scalar_t v = *static_cast<const scalar_t*>(t.const_data_ptr());
+    if (floating) {
+      as_double = static_cast<double>(v);
+    } else {
+      as_long = static_cast<int64_t>(v);
+    }
+  });
+  const at::ScalarType as = common && supports_dtype(*common) ? *common : t.scalar_type();
+  or_scalar s{};
+  AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, as, "openreg_cpu_scalar", [&] {
+    const scalar_t v = floating ? c10::convert<scalar_t>(as_double) : c10::convert<scalar_t>(as_long);
     if (compute == OR_COMPUTE_I64) {
       s.i = static_cast<int64_t>(v);
     } else {
@@ -156,19 +171,36 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
   for (size_t d = 0; d < OR_MAX_DIMS; ++d) {
     block.sizes[d] = d < shape.size() ? shape[d] : 1;
   }
+  // The dtype inputs are converted to before the op, as CPU does (WHERE's
+  // condition stays bool).
+  const std::optional<at::ScalarType> common =
+      op == OR_OP_WHERE ? std::nullopt : iter.maybe_common_dtype();
+  // 0-dim device inputs of another dtype than the common one, converted on
+  // the device (kept alive until the launch is queued).
+  std::array<at::Tensor, OR_MAX_OPERANDS> converted;
   for (int k = 0; k < ntensors; ++k) {
-    const at::ScalarType dtype = iter.dtype(k);
+    at::ScalarType dtype = iter.dtype(k);
     if (k > 0 && iter.is_cpu_scalar(k)) {
       block.scalar_mask |= 1u << k;
-      block.scalars[k] = cpu_scalar_in(iter, k, how);
+      block.scalars[k] = cpu_scalar_in(iter, k, how, common);
       block.dtypes[k] = static_cast<uint32_t>(dtype);
       continue;
     }
     TORCH_CHECK(iter.device(k) == device, "Expected all tensors to be on the same device, but found at least two "
                 "devices, ", device, " and ", iter.device(k), "!");
     check_dtype(supports_dtype(dtype), "openreg elementwise", dtype);
+    void* data = iter.data_ptr(k);
+    // Type promotion lets only a 0-dim input be wider than the common dtype
+    // (int32 -6 with a uint8 tensor): the op sees its value converted.
+    if (k >= iter.noutputs() && common && *common != dtype && supports_dtype(*common) &&
+        iter.tensor_base(k).dim() == 0) {
+      converted[k] = at::empty({}, iter.tensor_base(k).options().dtype(*common));
+      converted[k].copy_(at::Tensor(iter.tensor_base(k)));
+      data = converted[k].data_ptr();
+      dtype = *common;
+    }
     block.dtypes[k] = static_cast<uint32_t>(dtype);
-    block.data[k] = reinterpret_cast<uint64_t>(iter.data_ptr(k));
+    block.data[k] = reinterpret_cast<uint64_t>(data);
     pointers[npointers++] = static_cast<uint32_t>(offsetof(or_elementwise, data) + sizeof(uint64_t) * k);
     const auto strides = iter.strides(k);
     for (size_t d = 0; d < strides.size() && d < OR_MAX_DIMS; ++d) {
@@ -511,6 +543,64 @@ void launch_positions(or_position_op op, const at::Tensor& out, const at::Tensor
   const std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_position, data)),
                                             static_cast<uint32_t>(offsetof(or_position, data) + 8)};
   launch<kPositions>(device.index(), block, pointers.data(), pointers.size());
+}
+
+GemmOperand gemm_matrices(const at::Tensor& t) {
+  TORCH_INTERNAL_ASSERT(t.dim() == 2 || t.dim() == 3, "openreg: gemm_matrices of a ", t.dim(), "-d tensor");
+  if (t.dim() == 2) {
+    return {t, {0, t.stride(0), t.stride(1)}};
+  }
+  return {t, {t.stride(0), t.stride(1), t.stride(2)}};
+}
+
+void launch_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                 const GemmOperand& out, const c10::Scalar& beta, const c10::Scalar& alpha) {
+  const c10::Device device = out.tensor.device();
+  const at::ScalarType dtype = out.tensor.scalar_type();
+  for (const GemmOperand* operand : {&a, &b}) {
+    TORCH_CHECK(operand->tensor.device() == device, "Expected all tensors to be on the same device, but found at "
+                "least two devices, ", device, " and ", operand->tensor.device(), "!");
+    TORCH_CHECK(operand->tensor.scalar_type() == dtype, "expected m1 and m2 to have the same dtype, but got: ",
+                operand->tensor.scalar_type(), " != ", dtype);
+  }
+  check_dtype(supports_dtype(dtype) && dtype != at::kBool, "openreg gemm", dtype);
+  if (batch == 0 || m == 0 || n == 0) {
+    return;
+  }
+  const bool floating = at::isFloatingType(dtype);
+  const or_compute compute = floating ? OR_COMPUTE_F64 : OR_COMPUTE_I64;
+  or_gemm block{};
+  block.dtype = static_cast<uint32_t>(dtype);
+  block.beta_nonzero = beta.isBoolean() ? beta.toBool() : beta.toComplexDouble() != 0.0;
+  block.batch = batch;
+  block.m = m;
+  block.n = n;
+  block.k = k;
+  block.alpha = scalar_in(alpha, compute);
+  block.beta = scalar_in(beta, compute);
+  const int64_t es = static_cast<int64_t>(out.tensor.element_size());
+  std::array<uint32_t, OR_GEMM_OPERANDS + 1> pointers{};
+  size_t npointers = 0;
+  const std::array<const GemmOperand*, OR_GEMM_OPERANDS> operands = {&a, &b, &out};
+  for (int slot = 0; slot < OR_GEMM_OPERANDS; ++slot) {
+    const GemmOperand& operand = *operands[slot];
+    block.data[slot] = reinterpret_cast<uint64_t>(operand.tensor.data_ptr());
+    for (int d = 0; d < 3; ++d) {
+      block.strides[slot][d] = operand.strides[d] * es;
+    }
+    pointers[npointers++] = static_cast<uint32_t>(offsetof(or_gemm, data) + sizeof(uint64_t) * slot);
+  }
+  // Packing room, kept alive (by the caching allocator's stream semantics)
+  // until the kernel has run: freed memory is reused only by later work on
+  // the same stream.
+  const int64_t scratch_bytes = or_gemm_scratch_bytes(block.dtype, m, n, k);
+  at::Tensor scratch;
+  if (scratch_bytes > 0) {
+    scratch = at::empty({scratch_bytes}, out.tensor.options().dtype(at::kByte));
+    block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
+    pointers[npointers++] = static_cast<uint32_t>(offsetof(or_gemm, scratch));
+  }
+  launch<kGemm>(device.index(), block, pointers.data(), npointers);
 }
 
 } // namespace openreg::engine

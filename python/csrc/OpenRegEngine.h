@@ -9,6 +9,7 @@
 // dimensions with byte strides. The engine applies one op per launch.
 #pragma once
 
+#include <array>
 #include <initializer_list>
 #include <string_view>
 
@@ -77,6 +78,24 @@ void launch_positions(or_position_op op, const at::Tensor& out, const at::Tensor
 // Writes the coordinates of `self`'s first `count` nonzero elements (row-major
 // order) into `result`, an int64 [count, self.dim()] tensor on self's device.
 void launch_nonzero(const at::Tensor& result, const at::Tensor& self, int64_t count);
+
+// One operand of launch_gemm: a tensor (its device, dtype and data) read as
+// `batch` matrices through element strides (batch, row, column). A vector is a
+// one-column (or one-row) matrix whose other stride is never stepped.
+struct GemmOperand {
+  const at::Tensor& tensor;
+  std::array<int64_t, 3> strides;
+};
+
+// The matrices of a 2-d (one batch) or 3-d tensor.
+GemmOperand gemm_matrices(const at::Tensor& t);
+
+// out = beta * out + alpha * a @ b for `batch` triples of matrices (a: m x k,
+// b: k x n, out: m x n) of one dtype on one device; beta == 0 only writes
+// out. `out` must not overlap a or b. Raises before anything runs on a
+// device or dtype mismatch, or for bool.
+void launch_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                 const GemmOperand& out, const c10::Scalar& beta, const c10::Scalar& alpha);
 
 // Raises NotImplementedError ("<op>" not implemented for '<dtype>'), as
 // ATen's dtype dispatch does on CPU, unless `ok`.

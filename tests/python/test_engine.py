@@ -502,6 +502,22 @@ def test_random_shapes_strides_and_dtypes_match_cpu(operands, op):
             _check(getattr(torch, op), a, b)
 
 
+def test_a_0_dim_input_wider_than_the_result_dtype_is_converted_first():
+    # Type promotion lets a 0-dim tensor keep the result's dtype narrower than its own: CPU converts
+    # its value first (int32 -6 is 250 as uint8; 1/3 rounds to float16), and so does the device.
+    a = torch.tensor([[44, 3]], dtype=torch.uint8)
+    for scalar in (torch.tensor(-6, dtype=torch.int32), torch.tensor(300, dtype=torch.int64)):
+        for op in (torch.maximum, torch.add, torch.lt):
+            with torch.openreg.fallback_policy("error"):
+                _check(op, a, scalar, exact=True)  # a device 0-dim tensor
+                _check(lambda x, y: op(x, y.cpu()), a, scalar, exact=True)  # a CPU scalar
+    h = torch.tensor([1.0, 2.0], dtype=torch.float16)
+    third = torch.tensor(1 / 3, dtype=torch.float64)
+    with torch.openreg.fallback_policy("error"):
+        _check(torch.mul, h, third, exact=True)
+        _check(lambda x, y: torch.mul(x, y.cpu()), h, third, exact=True)
+
+
 # ---- the fallback policy --------------------------------------------------------------
 
 

@@ -57,6 +57,11 @@ DEVICE = {
     "cat", "stack", "hstack", "vstack", "flip", "fliplr", "flipud", "roll", "tril", "triu", "repeat", "arange",
     "linspace", "eye", "gather", "scatter", "scatter_add", "index_select", "index_add", "index_fill", "index_put",
     "__getitem__", "masked_select", "nonzero", "take_along_dim",
+    # linear algebra
+    "mm", "addmm", "addmm.decomposed", "bmm", "baddbmm", "addmv", "mv", "dot", "vdot", "inner", "matmul",
+    "nn.functional.linear", "tensordot", "einsum", "linalg.multi_dot", "nn.functional.bilinear",
+    # losses
+    "nn.functional.mse_loss",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 

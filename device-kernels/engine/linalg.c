@@ -1,0 +1,410 @@
+/*
+ * The linear-algebra engine of `openreg.engine`: one kernel, `gemm`, for
+ * out = beta * out + alpha * a @ b over a batch of matrices of any strides
+ * (see or_gemm in openreg_engine.h). The shim serves mm, addmm, bmm,
+ * baddbmm, addmv, mv and dot with it; matmul and linear reach it through
+ * them.
+ *
+ * Structure (the classic packed GEMM, as in BLIS):
+ *   - for each NC-wide panel of b and KC-deep slice of k, the panel is
+ *     packed into NR-wide slivers (k-major, zero-padded), then for each
+ *     MC-high block of a, the block is packed into MR-high slivers;
+ *     packing reads any strides and dtype and converts to the compute type
+ *     (float16 and bfloat16 to float32), so the inner loop sees one layout;
+ *   - a register tile of MR x NR accumulators (6 rows of two SIMD vectors:
+ *     12 of the 16 vector registers) runs over the KC slice; each step
+ *     broadcasts one element of a and multiplies it with two vectors of b;
+ *   - the tile goes to out: the first slice of k as alpha * acc + beta * out,
+ *     later ones add alpha * acc. For float16/bfloat16 the slices add up in a
+ *     float32 accumulator and out is written once, rounded once;
+ *   - a matrix-vector product (n == 1, or m == 1 transposed) runs as dot
+ *     products of a's rows when they are contiguous, else as a sum of a's
+ *     columns scaled by the vector;
+ *   - an out with contiguous columns is computed transposed (out^T = b^T a^T)
+ *     so that tiles are written along rows.
+ *
+ * Numerics: each product and each addition rounds once (no FMA: wasm has no
+ * deterministic one). An output element's value depends only on k, on which
+ * way its operands are contiguous, on whether the product is a
+ * matrix-vector one (m or n is 1: those sum in a different order) and on the
+ * constants in openreg_engine.h; not on the other sizes, the batch or how the
+ * work is split, so a run is bit-reproducible. Integers accumulate in int64
+ * and wrap, as on CPU.
+ *
+ * Compiled for wasm32 and wasm64 with the rest of the engine (build.rs).
+ */
+#include "dtype.h"
+
+#include <wasm_simd128.h>
+
+#pragma STDC FP_CONTRACT OFF
+
+ALWAYS_INLINE int64_t abs_i64(int64_t x) {
+  return x < 0 ? -x : x;
+}
+
+ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
+  return x < y ? x : y;
+}
+
+/* One step of the register tile: row r's two accumulators += a[r] * (b0, b1). */
+#define OR_GEMM_STEP(r)                               \
+  {                                                   \
+    const v128_t a_r = SPLAT(ap + r);                 \
+    c##r##0 = VADD(c##r##0, VMUL(a_r, b0));           \
+    c##r##1 = VADD(c##r##1, VMUL(a_r, b1));           \
+  }
+
+/*
+ * The float GEMM for compute type C (element T, L lanes per vector,
+ * MR x NR tile with NR = 2 * L, NC columns packed at once).
+ */
+#define OR_DEFINE_GEMM(C, T, L, MR, NR, NC, SPLAT, VADD, VMUL, VSPLAT)                                          \
+  /* n elements of any dtype, `stride` bytes apart, into dst (compute type). */                                \
+  ALWAYS_INLINE void gather_##C(T *dst, const char *p, int64_t stride, uint32_t dtype, int64_t n) {                \
+    if (dtype == NATIVE_##C && stride == (int64_t)sizeof(T)) {                                                  \
+      for (int64_t j = 0; j < n; j++) dst[j] = ((const T *)p)[j];                                               \
+      return;                                                                                                   \
+    }                                                                                                           \
+    load_row_##C(dst, p, stride, dtype, n);                                                                     \
+  }                                                                                                             \
+                                                                                                                \
+  /* Packs the mc x kc block of a at `a` into MR-high slivers: sliver s holds                                   \
+   * rows [s*MR, s*MR + MR) k-major (MR values per k), zero-padded. */                                          \
+  static void pack_a_##C(T *dst, const char *a, int64_t rs, int64_t cs, uint32_t dtype, int64_t mc, int64_t kc) { \
+    T line[OR_GEMM_KC];                                                                                         \
+    for (int64_t ir = 0; ir < mc; ir += MR) {                                                                   \
+      const int64_t mr = min_i64(MR, mc - ir);                                                                  \
+      const char *base = a + ir * rs;                                                                           \
+      if (abs_i64(rs) < abs_i64(cs)) { /* a's columns are the contiguous way */                                 \
+        for (int64_t p = 0; p < kc; p++) {                                                                      \
+          gather_##C(dst + p * MR, base + p * cs, rs, dtype, mr);                                               \
+          for (int64_t i = mr; i < MR; i++) dst[p * MR + i] = (T)0;                                             \
+        }                                                                                                       \
+      } else {                                                                                                  \
+        for (int64_t i = 0; i < MR; i++) {                                                                      \
+          if (i < mr) {                                                                                         \
+            gather_##C(line, base + i * rs, cs, dtype, kc);                                                     \
+            for (int64_t p = 0; p < kc; p++) dst[p * MR + i] = line[p];                                         \
+          } else {                                                                                              \
+            for (int64_t p = 0; p < kc; p++) dst[p * MR + i] = (T)0;                                            \
+          }                                                                                                     \
+        }                                                                                                       \
+      }                                                                                                         \
+      dst += MR * kc;                                                                                           \
+    }                                                                                                           \
+  }                                                                                                             \
+                                                                                                                \
+  /* Packs the kc x nc panel of b into NR-wide slivers, likewise. */                                            \
+  static void pack_b_##C(T *dst, const char *b, int64_t rs, int64_t cs, uint32_t dtype, int64_t kc, int64_t nc) { \
+    T line[OR_GEMM_KC];                                                                                         \
+    for (int64_t jr = 0; jr < nc; jr += NR) {                                                                   \
+      const int64_t nr = min_i64(NR, nc - jr);                                                                  \
+      const char *base = b + jr * cs;                                                                           \
+      if (abs_i64(cs) <= abs_i64(rs)) { /* b's rows are the contiguous way */                                   \
+        for (int64_t p = 0; p < kc; p++) {                                                                      \
+          gather_##C(dst + p * NR, base + p * rs, cs, dtype, nr);                                               \
+          for (int64_t j = nr; j < NR; j++) dst[p * NR + j] = (T)0;                                             \
+        }                                                                                                       \
+      } else {                                                                                                  \
+        for (int64_t j = 0; j < NR; j++) {                                                                      \
+          if (j < nr) {                                                                                         \
+            gather_##C(line, base + j * cs, rs, dtype, kc);                                                     \
+            for (int64_t p = 0; p < kc; p++) dst[p * NR + j] = line[p];                                         \
+          } else {                                                                                              \
+            for (int64_t p = 0; p < kc; p++) dst[p * NR + j] = (T)0;                                            \
+          }                                                                                                     \
+        }                                                                                                       \
+      }                                                                                                         \
+      dst += NR * kc;                                                                                           \
+    }                                                                                                           \
+  }                                                                                                             \
+                                                                                                                \
+  /* The register tile: tile = a sliver (MR x kc) @ b sliver (kc x NR). */                                      \
+  static void tile_##C(int64_t kc, const T *ap, const T *bp, T *tile) {                                         \
+    const v128_t z = wasm_i32x4_splat(0);                                                                       \
+    v128_t c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z;                                                \
+    v128_t c30 = z, c31 = z, c40 = z, c41 = z, c50 = z, c51 = z;                                                \
+    _Pragma("clang loop unroll_count(4)") for (int64_t p = 0; p < kc; p++) {                                    \
+      const v128_t b0 = wasm_v128_load(bp), b1 = wasm_v128_load(bp + L);                                        \
+      OR_GEMM_STEP(0) OR_GEMM_STEP(1) OR_GEMM_STEP(2) OR_GEMM_STEP(3) OR_GEMM_STEP(4) OR_GEMM_STEP(5)           \
+      ap += MR;                                                                                                 \
+      bp += NR;                                                                                                 \
+    }                                                                                                           \
+    const v128_t rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};        \
+    for (int r = 0; r < MR; r++) {                                                                              \
+      wasm_v128_store(tile + r * NR, rows[r][0]);                                                               \
+      wasm_v128_store(tile + r * NR + L, rows[r][1]);                                                           \
+    }                                                                                                           \
+  }                                                                                                             \
+                                                                                                                \
+  /* out (mr x nr, compute type, byte strides) from a tile: the first slice                                    \
+   * of k gives alpha * acc + beta * out, a later one out + alpha * acc. */                                     \
+  static void store_tile_##C(char *c, int64_t rs, int64_t cs, const T *tile, int64_t mr, int64_t nr, T alpha,    \
+                             T beta, int first, int read_out) {                                                 \
+    const v128_t va = VSPLAT(alpha), vb = VSPLAT(beta);                                                         \
+    for (int64_t i = 0; i < mr; i++) {                                                                          \
+      char *row = c + i * rs;                                                                                   \
+      const T *acc = tile + i * NR;                                                                             \
+      if (cs == (int64_t)sizeof(T) && nr == NR) {                                                               \
+        for (int v = 0; v < 2; v++) {                                                                           \
+          T *o = (T *)row + v * L;                                                                              \
+          v128_t t = wasm_v128_load(acc + v * L);                                                               \
+          if (alpha != (T)1) t = VMUL(va, t);                                                                   \
+          if (!first) {                                                                                         \
+            t = VADD(wasm_v128_load(o), t);                                                                     \
+          } else if (read_out) {                                                                                \
+            t = VADD(VMUL(vb, wasm_v128_load(o)), t);                                                           \
+          }                                                                                                     \
+          wasm_v128_store(o, t);                                                                                \
+        }                                                                                                       \
+        continue;                                                                                               \
+      }                                                                                                         \
+      for (int64_t j = 0; j < nr; j++) {                                                                        \
+        T *o = (T *)(row + j * cs);                                                                             \
+        T t = acc[j];                                                                                           \
+        if (alpha != (T)1) t = alpha * t;                                                                       \
+        if (!first) {                                                                                           \
+          t = *o + t;                                                                                           \
+        } else if (read_out) {                                                                                  \
+          t = beta * *o + t;                                                                                    \
+        }                                                                                                       \
+        *o = t;                                                                                                 \
+      }                                                                                                         \
+    }                                                                                                           \
+  }                                                                                                             \
+                                                                                                                \
+  /* c (m x n, compute type) = alpha * a @ b (+ beta * c), k >= 1, m, n >= 1. */                                \
+  static void gemm_core_##C(const char *a, int64_t rsa, int64_t csa, const char *b, int64_t rsb, int64_t csb,   \
+                            uint32_t dtype, char *c, int64_t rsc, int64_t csc, int64_t m, int64_t n, int64_t k,  \
+                            T alpha, T beta, int read_out, T *scratch) {                                        \
+    T *bp = scratch;                                                                                            \
+    T *ap = bp + or_gemm_round_up(min_i64(n, NC), NR) * min_i64(k, OR_GEMM_KC);                                 \
+    T tile[MR * NR] __attribute__((aligned(16)));                                                               \
+    for (int64_t jc = 0; jc < n; jc += NC) {                                                                    \
+      const int64_t nc = min_i64(NC, n - jc);                                                                   \
+      for (int64_t pc = 0; pc < k; pc += OR_GEMM_KC) {                                                          \
+        const int64_t kc = min_i64(OR_GEMM_KC, k - pc);                                                         \
+        pack_b_##C(bp, b + pc * rsb + jc * csb, rsb, csb, dtype, kc, nc);                                       \
+        for (int64_t ic = 0; ic < m; ic += OR_GEMM_MC) {                                                        \
+          const int64_t mc = min_i64(OR_GEMM_MC, m - ic);                                                       \
+          pack_a_##C(ap, a + ic * rsa + pc * csa, rsa, csa, dtype, mc, kc);                                     \
+          for (int64_t jr = 0; jr < nc; jr += NR) {                                                             \
+            for (int64_t ir = 0; ir < mc; ir += MR) {                                                           \
+              tile_##C(kc, ap + ir * kc, bp + jr * kc, tile);                                                   \
+              store_tile_##C(c + (ic + ir) * rsc + (jc + jr) * csc, rsc, csc, tile, min_i64(MR, mc - ir),       \
+                             min_i64(NR, nc - jr), alpha, beta, pc == 0, read_out);                             \
+            }                                                                                                   \
+          }                                                                                                     \
+        }                                                                                                       \
+      }                                                                                                         \
+    }                                                                                                           \
+  }                                                                                                             \
+                                                                                                                \
+  /* The dot product of k elements of a row (any stride and dtype) with x                                       \
+   * (compute type): four vector sums over k in steps of 4 * L, the tail                                        \
+   * summed in order, then the vectors and lanes pairwise. */                                                   \
+  static T dot_##C(const char *row, int64_t stride, uint32_t dtype, const T *x, int64_t k) {                    \
+    T line[OR_CHUNK];                                                                                           \
+    v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;                                                 \
+    T tail = (T)0;                                                                                              \
+    for (int64_t p0 = 0; p0 < k; p0 += OR_CHUNK) {                                                              \
+      const int64_t len = min_i64(OR_CHUNK, k - p0);                                                            \
+      const T *r = line;                                                                                        \
+      if (dtype == NATIVE_##C && stride == (int64_t)sizeof(T)) {                                                \
+        r = (const T *)(row + p0 * stride);                                                                     \
+      } else {                                                                                                  \
+        load_row_##C(line, row + p0 * stride, stride, dtype, len);                                              \
+      }                                                                                                         \
+      const T *xs = x + p0;                                                                                     \
+      int64_t p = 0;                                                                                            \
+      for (; p + 4 * L <= len; p += 4 * L) {                                                                    \
+        s0 = VADD(s0, VMUL(wasm_v128_load(r + p), wasm_v128_load(xs + p)));                                     \
+        s1 = VADD(s1, VMUL(wasm_v128_load(r + p + L), wasm_v128_load(xs + p + L)));                             \
+        s2 = VADD(s2, VMUL(wasm_v128_load(r + p + 2 * L), wasm_v128_load(xs + p + 2 * L)));                     \
+        s3 = VADD(s3, VMUL(wasm_v128_load(r + p + 3 * L), wasm_v128_load(xs + p + 3 * L)));                     \
+      }                                                                                                         \
+      for (; p < len; p++) tail += r[p] * xs[p]; /* OR_CHUNK is a multiple of 4 * L: the last chunk only */      \
+    }                                                                                                           \
+    T lanes[L] __attribute__((aligned(16)));                                                                    \
+    wasm_v128_store(lanes, VADD(VADD(s0, s1), VADD(s2, s3)));                                                   \
+    return lanes_sum_##C(lanes) + tail;                                                                         \
+  }                                                                                                             \
+                                                                                                                \
+  /* y (m, compute type) = a (m x k) @ x (k, packed). */                                                        \
+  static void gemv_##C(const char *a, int64_t rsa, int64_t csa, uint32_t dtype, const T *x, int64_t m,           \
+                       int64_t k, T *y) {                                                                       \
+    if (abs_i64(csa) <= abs_i64(rsa)) { /* rows are the contiguous way: dot products */                         \
+      for (int64_t i = 0; i < m; i++) y[i] = dot_##C(a + i * rsa, csa, dtype, x, k);                            \
+      return;                                                                                                   \
+    }                                                                                                           \
+    /* columns are: y += a[:, p] * x[p], p ascending */                                                         \
+    T line[OR_CHUNK];                                                                                           \
+    for (int64_t i = 0; i < m; i++) y[i] = (T)0;                                                                \
+    for (int64_t i0 = 0; i0 < m; i0 += OR_CHUNK) {                                                              \
+      const int64_t len = min_i64(OR_CHUNK, m - i0);                                                            \
+      T *yc = y + i0;                                                                                           \
+      for (int64_t p = 0; p < k; p++) {                                                                         \
+        gather_##C(line, a + i0 * rsa + p * csa, rsa, dtype, len);                                              \
+        const T xp = x[p];                                                                                      \
+        for (int64_t i = 0; i < len; i++) yc[i] = yc[i] + line[i] * xp;                                         \
+      }                                                                                                         \
+    }                                                                                                           \
+  }                                                                                                             \
+                                                                                                                \
+  /* out (n elements of any float dtype, `stride` bytes apart) = alpha * y +                                    \
+   * beta * out, or beta * out alone when y is null. */                                                         \
+  static void combine_##C(char *out, int64_t stride, uint32_t dtype, const T *y, int64_t n, T alpha, T beta,      \
+                          int read_out) {                                                                       \
+    T line[OR_CHUNK];                                                                                           \
+    for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {                                                              \
+      const int64_t len = min_i64(OR_CHUNK, n - j0);                                                            \
+      char *o = out + j0 * stride;                                                                              \
+      if (read_out) load_row_##C(line, o, stride, dtype, len);                                                  \
+      for (int64_t j = 0; j < len; j++) {                                                                       \
+        T t = y ? y[j0 + j] : (T)0;                                                                             \
+        if (alpha != (T)1) t = alpha * t;                                                                       \
+        line[j] = read_out ? beta * line[j] + t : t;                                                            \
+      }                                                                                                         \
+      store_row_##C(o, stride, dtype, line, len);                                                               \
+    }                                                                                                           \
+  }                                                                                                             \
+                                                                                                                \
+  static void gemm_##C(const or_gemm *p) {                                                                      \
+    const uint32_t dtype = p->dtype;                                                                            \
+    T *acc = (T *)device_ptr((p->scratch + 15) & ~(uint64_t)15); /* float16/bfloat16 sums */                    \
+    T *scratch = acc + or_gemm_accumulator_elems(dtype, p->m, p->n);                                            \
+    const T alpha = (T)p->alpha.f, beta = (T)p->beta.f;                                                         \
+    const int read_out = p->beta_nonzero != 0;                                                                  \
+    for (int64_t bi = 0; bi < p->batch; bi++) {                                                                 \
+      const char *a = device_ptr(p->data[OR_GEMM_A]) + bi * p->strides[OR_GEMM_A][0];                          \
+      const char *b = device_ptr(p->data[OR_GEMM_B]) + bi * p->strides[OR_GEMM_B][0];                          \
+      char *out = device_ptr(p->data[OR_GEMM_OUT]) + bi * p->strides[OR_GEMM_OUT][0];                           \
+      int64_t rsa = p->strides[OR_GEMM_A][1], csa = p->strides[OR_GEMM_A][2];                                   \
+      int64_t rsb = p->strides[OR_GEMM_B][1], csb = p->strides[OR_GEMM_B][2];                                   \
+      int64_t rsc = p->strides[OR_GEMM_OUT][1], csc = p->strides[OR_GEMM_OUT][2];                               \
+      int64_t m = p->m, n = p->n;                                                                               \
+      const int64_t k = p->k;                                                                                   \
+      if (k == 0) { /* an empty sum: out = beta * out, or zeros */                                              \
+        for (int64_t i = 0; i < m; i++) combine_##C(out + i * rsc, csc, dtype, 0, n, alpha, beta, read_out);    \
+        continue;                                                                                               \
+      }                                                                                                         \
+      /* out^T = b^T a^T: makes a vector the second operand, or out's rows contiguous */                       \
+      if (n != 1 && (m == 1 || abs_i64(rsc) < abs_i64(csc))) {                                                  \
+        const char *t = a;                                                                                      \
+        a = b;                                                                                                  \
+        b = t;                                                                                                  \
+        int64_t s = rsa;                                                                                        \
+        rsa = csb;                                                                                              \
+        csb = s;                                                                                                \
+        s = csa;                                                                                                \
+        csa = rsb;                                                                                              \
+        rsb = s;                                                                                                \
+        s = rsc;                                                                                                \
+        rsc = csc;                                                                                              \
+        csc = s;                                                                                                \
+        s = m;                                                                                                  \
+        m = n;                                                                                                  \
+        n = s;                                                                                                  \
+      }                                                                                                         \
+      if (n == 1) { /* a matrix-vector product */                                                               \
+        T *x = scratch;                                                                                         \
+        T *y = x + or_gemm_round_up(k, 4);                                                                      \
+        load_row_##C(x, b, rsb, dtype, k);                                                                      \
+        gemv_##C(a, rsa, csa, dtype, x, m, k, y);                                                               \
+        combine_##C(out, rsc, dtype, y, m, alpha, beta, read_out);                                              \
+      } else if (dtype == NATIVE_##C) {                                                                         \
+        gemm_core_##C(a, rsa, csa, b, rsb, csb, dtype, out, rsc, csc, m, n, k, alpha, beta, read_out, scratch); \
+      } else { /* float16/bfloat16: sum in float32, round once */                                              \
+        gemm_core_##C(a, rsa, csa, b, rsb, csb, dtype, (char *)acc, n * (int64_t)sizeof(T), sizeof(T), m, n, k,  \
+                      (T)1, (T)0, 0, scratch);                                                                  \
+        for (int64_t i = 0; i < m; i++) {                                                                       \
+          combine_##C(out + i * rsc, csc, dtype, acc + i * n, n, alpha, beta, read_out);                        \
+        }                                                                                                       \
+      }                                                                                                         \
+    }                                                                                                           \
+  }
+
+ALWAYS_INLINE float lanes_sum_F32(const float *l) {
+  return (l[0] + l[1]) + (l[2] + l[3]);
+}
+
+ALWAYS_INLINE double lanes_sum_F64(const double *l) {
+  return l[0] + l[1];
+}
+
+#define SPLAT wasm_v128_load32_splat
+#define VADD wasm_f32x4_add
+#define VMUL wasm_f32x4_mul
+OR_DEFINE_GEMM(F32, float, 4, OR_GEMM_F32_MR, OR_GEMM_F32_NR, OR_GEMM_F32_NC, SPLAT, VADD, VMUL, wasm_f32x4_splat)
+#undef SPLAT
+#undef VADD
+#undef VMUL
+#define SPLAT wasm_v128_load64_splat
+#define VADD wasm_f64x2_add
+#define VMUL wasm_f64x2_mul
+OR_DEFINE_GEMM(F64, double, 2, OR_GEMM_F64_MR, OR_GEMM_F64_NR, OR_GEMM_F64_NC, SPLAT, VADD, VMUL, wasm_f64x2_splat)
+#undef SPLAT
+#undef VADD
+#undef VMUL
+
+/* Integers: int64 sums over k ascending, wrapping; a row of out at a time,
+ * in chunks of OR_CHUNK columns. */
+static void gemm_int(const or_gemm *p) {
+  const uint32_t dtype = p->dtype;
+  const uint64_t alpha = (uint64_t)p->alpha.i, beta = (uint64_t)p->beta.i;
+  int64_t acc[OR_CHUNK], line[OR_CHUNK];
+  for (int64_t bi = 0; bi < p->batch; bi++) {
+    const char *a = device_ptr(p->data[OR_GEMM_A]) + bi * p->strides[OR_GEMM_A][0];
+    const char *b = device_ptr(p->data[OR_GEMM_B]) + bi * p->strides[OR_GEMM_B][0];
+    char *out = device_ptr(p->data[OR_GEMM_OUT]) + bi * p->strides[OR_GEMM_OUT][0];
+    const int64_t rsa = p->strides[OR_GEMM_A][1], csa = p->strides[OR_GEMM_A][2];
+    const int64_t rsb = p->strides[OR_GEMM_B][1], csb = p->strides[OR_GEMM_B][2];
+    const int64_t rsc = p->strides[OR_GEMM_OUT][1], csc = p->strides[OR_GEMM_OUT][2];
+    for (int64_t i = 0; i < p->m; i++) {
+      for (int64_t j0 = 0; j0 < p->n; j0 += OR_CHUNK) {
+        const int64_t len = min_i64(OR_CHUNK, p->n - j0);
+        for (int64_t j = 0; j < len; j++) acc[j] = 0;
+        for (int64_t q = 0; q < p->k; q++) {
+          const uint64_t x = (uint64_t)load_I64(a + i * rsa + q * csa, dtype);
+          load_row_I64(line, b + q * rsb + j0 * csb, csb, dtype, len);
+          for (int64_t j = 0; j < len; j++) acc[j] = (int64_t)((uint64_t)acc[j] + x * (uint64_t)line[j]);
+        }
+        char *o = out + i * rsc + j0 * csc;
+        if (p->beta_nonzero) {
+          load_row_I64(line, o, csc, dtype, len);
+        }
+        for (int64_t j = 0; j < len; j++) {
+          const uint64_t t = alpha * (uint64_t)acc[j];
+          acc[j] = (int64_t)(p->beta_nonzero ? beta * (uint64_t)line[j] + t : t);
+        }
+        store_row_I64(o, csc, dtype, acc, len);
+      }
+    }
+  }
+}
+
+EXPORT(gemm) void gemm(const or_gemm *p) {
+  if (p->batch <= 0 || p->m <= 0 || p->n <= 0) {
+    return;
+  }
+  switch (p->dtype) {
+  case OR_F32:
+  case OR_F16:
+  case OR_BF16:
+    gemm_F32(p);
+    return;
+  case OR_F64:
+    gemm_F64(p);
+    return;
+  case OR_U8:
+  case OR_I8:
+  case OR_I16:
+  case OR_I32:
+  case OR_I64:
+    gemm_int(p);
+    return;
+  default:
+    TRAP();
+  }
+}
