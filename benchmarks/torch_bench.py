@@ -142,6 +142,59 @@ def mlp(device, reps=15):
     return timed(step, reps)
 
 
+def adam_step(device, reps=30):
+    """One training step of the `make demo` model (3-64-64-1, tanh, mse_loss, Adam), batch 512."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
+                                torch.nn.Linear(64, 1)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = torch.randn(512, 3).to(device), torch.randn(512, 1).to(device)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        sync(device)
+
+    step()
+    return timed(step, reps)
+
+
+# Matrix products and the ops of a classifier's step (issue #7): (name, make, op, flops).
+TRAINING = [
+    ("mm 512x512 @ 512x512 float32", lambda d: (torch.randn(512, 512).to(d), torch.randn(512, 512).to(d)), torch.mm,
+     2 * 512**3),
+    ("mm 1024x1024 @ 1024x1024 float32", lambda d: (torch.randn(1024, 1024).to(d), torch.randn(1024, 1024).to(d)),
+     torch.mm, 2 * 1024**3),
+    ("mm 512 float64", lambda d: (torch.randn(512, 512, dtype=torch.float64).to(d),
+                                  torch.randn(512, 512, dtype=torch.float64).to(d)), torch.mm, 2 * 512**3),
+    ("mm 512 bfloat16", lambda d: (torch.randn(512, 512).bfloat16().to(d), torch.randn(512, 512).bfloat16().to(d)),
+     torch.mm, 2 * 512**3),
+    ("linear 128x256 -> 512 with bias (addmm, transposed weight)", lambda d: (torch.randn(128, 256).to(d),
+     torch.randn(512, 256).to(d), torch.randn(512).to(d)), torch.nn.functional.linear, 2 * 128 * 256 * 512),
+    ("bmm 32 x (128x64 @ 64x128) float32", lambda d: (torch.randn(32, 128, 64).to(d), torch.randn(32, 64, 128).to(d)),
+     torch.bmm, 2 * 32 * 128 * 64 * 128),
+    ("mv 4096x4096 float32", lambda d: (torch.randn(4096, 4096).to(d), torch.randn(4096).to(d)), torch.mv,
+     2 * 4096**2),
+    ("x @ W, 1x4096 @ 4096x4096 float32", lambda d: (torch.randn(1, 4096).to(d), torch.randn(4096, 4096).to(d)),
+     torch.mm, 2 * 4096**2),
+    ("mm 64x128 @ 128x64 float32 (small)", lambda d: (torch.randn(64, 128).to(d), torch.randn(128, 64).to(d)),
+     torch.mm, 2 * 64 * 128 * 64),
+    ("softmax over 1000 classes, 4096 rows float32", lambda d: (torch.randn(4096, 1000).to(d),),
+     lambda x: torch.softmax(x, 1), None),
+    ("cross_entropy forward + backward, 512 x 1000 classes", lambda d: (torch.randn(512, 1000).to(d).requires_grad_(),
+     torch.randint(0, 1000, (512,)).to(d)),
+     lambda x, y: torch.autograd.grad(torch.nn.functional.cross_entropy(x, y), x), None),
+]
+
+
+def training_row(name, t_or, t_cpu, flops):
+    if flops:
+        rate = lambda ts: flops / statistics.median(ts) / 1e9  # noqa: E731
+        name = f"{name} (openreg {rate(t_or):.1f}, CPU {rate(t_cpu):.1f} GFLOP/s)"
+    return row(name, t_or, t_cpu, None)
+
+
 # ---- user kernels (torch_openreg.kernels, examples/kernels/) against built-in ops ----
 
 def _example(name):
@@ -240,11 +293,17 @@ def main():
     compile_table = ("| measurement | compiled: median / slowest | eager: median / slowest | speed ratio (eager / compiled) |\n"
                      "|---|---|---|---|\n" + row("MLP 64-128-128-10 (GELU), batch 32, SGD step, on openreg", compiled["compiled"],
                                                    compiled["eager"], None))
-    large += row("MLP 256-512-512-10, batch 128, forward + backward (mm, addmm, losses through the CPU fallback)", mlp("openreg"), mlp("cpu"), None)
+    training = header.format(tail="slowest")
+    for name, make, op, flops in TRAINING:
+        training += training_row(name, big(make, op, "openreg"), big(make, op, "cpu"), flops)
+    training += row("MLP 256-512-512-10, batch 128, cross_entropy forward + backward", mlp("openreg"), mlp("cpu"), None)
+    training += row("`make demo`'s step: MLP 3-64-64-1, batch 512, mse_loss, Adam", adam_step("openreg"),
+                    adam_step("cpu"), None)
 
     text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
             f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"
             f"{trips}\nLarge tensors, time to the result (synchronized):\n\n{large}\n"
+            f"Matrix products and training steps (synchronized; every op on the device):\n\n{training}\n"
             f"User kernels (`torch_openreg.kernels` ops from `examples/kernels/`) against built-in ops of the same "
             f"size; 1-element rows per op with p99, the others synchronized with the slowest run:\n\n{user}\n"
             f"torch.compile(backend=\"openreg\") against eager, both on openreg:\n\n{compile_table}")

@@ -46,6 +46,11 @@ struct Native<Op, Kernel> {
 } // namespace
 } // namespace openreg
 
+namespace openreg {
+// Composite ops registered to the CPU fallback as a whole (see below).
+constexpr const char* kHostComposites[] = {"convolution", "_convolution", "convolution_backward"};
+} // namespace openreg
+
 #define OPENREG_NATIVE(op, kernel) TORCH_FN((::openreg::Native<at::_ops::op, &::openreg::kernels::kernel>::call))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -88,12 +93,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Composite ops whose composite picks a backend by device type and finds
   // none for PrivateUse1 (convolution would call convolution_overrideable,
   // which only raises): the fallback runs the whole op on the CPU instead.
-  const auto fallback = [] {
-    return torch::CppFunction::makeFromBoxedFunction<&::openreg::kernels::cpu_fallback_kernel>();
-  };
-  m.impl("convolution", fallback());
-  m.impl("_convolution", fallback());
-  m.impl("convolution_backward", fallback());
+  for (const char* name : ::openreg::kHostComposites) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&::openreg::kernels::cpu_fallback_kernel>());
+  }
 }
 
 // The copy kernels handle the conjugate and negative bits themselves (they
@@ -175,6 +177,11 @@ bool runs_through_fallback(rust::Str op) {
   }
   if (structured_to_fallback().count(name) != 0) {
     return true;
+  }
+  for (const char* composite : kHostComposites) {
+    if (name.overload_name.empty() && name.name == std::string("aten::") + composite) {
+      return true;
+    }
   }
   // A kernel of our own, or a composite of other ops, runs on the device.
   for (auto key : {c10::DispatchKey::PrivateUse1, c10::DispatchKey::CompositeExplicitAutograd,

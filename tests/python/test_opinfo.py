@@ -60,8 +60,10 @@ DEVICE = {
     # linear algebra
     "mm", "addmm", "addmm.decomposed", "bmm", "baddbmm", "addmv", "mv", "dot", "vdot", "inner", "matmul",
     "nn.functional.linear", "tensordot", "einsum", "linalg.multi_dot", "nn.functional.bilinear",
-    # losses
-    "nn.functional.mse_loss",
+    # softmax and losses
+    "softmax", "softmax.with_dtype", "log_softmax", "log_softmax.with_dtype", "_softmax_backward_data",
+    "nn.functional.softmin", "nn.functional.linear_cross_entropy",
+    "nn.functional.mse_loss", "nn.functional.nll_loss", "nn.functional.cross_entropy",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 
