@@ -69,54 +69,31 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
     load_row_##C(dst, p, stride, dtype, n);                                                                     \
   }                                                                                                             \
                                                                                                                 \
-  /* Packs the mc x kc block of a at `a` into MR-high slivers: sliver s holds                                   \
-   * rows [s*MR, s*MR + MR) k-major (MR values per k), zero-padded. */                                          \
-  static void pack_a_##C(T *dst, const char *a, int64_t rs, int64_t cs, uint32_t dtype, int64_t mc, int64_t kc) { \
+  /* Packs `rows` x `depth` of a matrix into R-high slivers: sliver s holds                                       \
+   * rows [s*R, s*R + R) depth-major (R values per step along k), zero-padded.                                 \
+   * A block of a is packed as it is (R = MR), a panel of b as b^T (R = NR). */                                 \
+  static void pack_##C(T *dst, const char *src, int64_t rs, int64_t cs, uint32_t dtype, int64_t rows,            \
+                       int64_t depth, int64_t R) {                                                              \
     T line[OR_GEMM_KC];                                                                                         \
-    for (int64_t ir = 0; ir < mc; ir += MR) {                                                                   \
-      const int64_t mr = min_i64(MR, mc - ir);                                                                  \
-      const char *base = a + ir * rs;                                                                           \
-      if (abs_i64(rs) < abs_i64(cs)) { /* a's columns are the contiguous way */                                 \
-        for (int64_t p = 0; p < kc; p++) {                                                                      \
-          gather_##C(dst + p * MR, base + p * cs, rs, dtype, mr);                                               \
-          for (int64_t i = mr; i < MR; i++) dst[p * MR + i] = (T)0;                                             \
+    for (int64_t r0 = 0; r0 < rows; r0 += R) {                                                                  \
+      const int64_t r = min_i64(R, rows - r0);                                                                  \
+      const char *base = src + r0 * rs;                                                                         \
+      if (abs_i64(rs) < abs_i64(cs)) { /* the sliver's columns are the contiguous way */                        \
+        for (int64_t p = 0; p < depth; p++) {                                                                   \
+          gather_##C(dst + p * R, base + p * cs, rs, dtype, r);                                                 \
+          for (int64_t i = r; i < R; i++) dst[p * R + i] = (T)0;                                                \
         }                                                                                                       \
       } else {                                                                                                  \
-        for (int64_t i = 0; i < MR; i++) {                                                                      \
-          if (i < mr) {                                                                                         \
-            gather_##C(line, base + i * rs, cs, dtype, kc);                                                     \
-            for (int64_t p = 0; p < kc; p++) dst[p * MR + i] = line[p];                                         \
+        for (int64_t i = 0; i < R; i++) {                                                                       \
+          if (i < r) {                                                                                          \
+            gather_##C(line, base + i * rs, cs, dtype, depth);                                                  \
+            for (int64_t p = 0; p < depth; p++) dst[p * R + i] = line[p];                                       \
           } else {                                                                                              \
-            for (int64_t p = 0; p < kc; p++) dst[p * MR + i] = (T)0;                                            \
+            for (int64_t p = 0; p < depth; p++) dst[p * R + i] = (T)0;                                          \
           }                                                                                                     \
         }                                                                                                       \
       }                                                                                                         \
-      dst += MR * kc;                                                                                           \
-    }                                                                                                           \
-  }                                                                                                             \
-                                                                                                                \
-  /* Packs the kc x nc panel of b into NR-wide slivers, likewise. */                                            \
-  static void pack_b_##C(T *dst, const char *b, int64_t rs, int64_t cs, uint32_t dtype, int64_t kc, int64_t nc) { \
-    T line[OR_GEMM_KC];                                                                                         \
-    for (int64_t jr = 0; jr < nc; jr += NR) {                                                                   \
-      const int64_t nr = min_i64(NR, nc - jr);                                                                  \
-      const char *base = b + jr * cs;                                                                           \
-      if (abs_i64(cs) <= abs_i64(rs)) { /* b's rows are the contiguous way */                                   \
-        for (int64_t p = 0; p < kc; p++) {                                                                      \
-          gather_##C(dst + p * NR, base + p * rs, cs, dtype, nr);                                               \
-          for (int64_t j = nr; j < NR; j++) dst[p * NR + j] = (T)0;                                             \
-        }                                                                                                       \
-      } else {                                                                                                  \
-        for (int64_t j = 0; j < NR; j++) {                                                                      \
-          if (j < nr) {                                                                                         \
-            gather_##C(line, base + j * cs, rs, dtype, kc);                                                     \
-            for (int64_t p = 0; p < kc; p++) dst[p * NR + j] = line[p];                                         \
-          } else {                                                                                              \
-            for (int64_t p = 0; p < kc; p++) dst[p * NR + j] = (T)0;                                            \
-          }                                                                                                     \
-        }                                                                                                       \
-      }                                                                                                         \
-      dst += NR * kc;                                                                                           \
+      dst += R * depth;                                                                                         \
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
@@ -185,10 +162,10 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
       const int64_t nc = min_i64(NC, n - jc);                                                                   \
       for (int64_t pc = 0; pc < k; pc += OR_GEMM_KC) {                                                          \
         const int64_t kc = min_i64(OR_GEMM_KC, k - pc);                                                         \
-        pack_b_##C(bp, b + pc * rsb + jc * csb, rsb, csb, dtype, kc, nc);                                       \
+        pack_##C(bp, b + pc * rsb + jc * csb, csb, rsb, dtype, nc, kc, NR); /* b^T */                          \
         for (int64_t ic = 0; ic < m; ic += OR_GEMM_MC) {                                                        \
           const int64_t mc = min_i64(OR_GEMM_MC, m - ic);                                                       \
-          pack_a_##C(ap, a + ic * rsa + pc * csa, rsa, csa, dtype, mc, kc);                                     \
+          pack_##C(ap, a + ic * rsa + pc * csa, rsa, csa, dtype, mc, kc, MR);                                   \
           for (int64_t jr = 0; jr < nc; jr += NR) {                                                             \
             for (int64_t ir = 0; ir < mc; ir += MR) {                                                           \
               tile_##C(kc, ap + ir * kc, bp + jr * kc, tile);                                                   \
