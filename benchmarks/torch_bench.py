@@ -180,12 +180,54 @@ TRAINING = [
      torch.mm, 2 * 4096**2),
     ("mm 64x128 @ 128x64 float32 (small)", lambda d: (torch.randn(64, 128).to(d), torch.randn(128, 64).to(d)),
      torch.mm, 2 * 64 * 128 * 64),
+    ("conv2d 3x3, 64 -> 64 channels, 56x56, batch 8 (im2col + GEMM)", lambda d: (torch.randn(8, 64, 56, 56).to(d),
+     torch.randn(64, 64, 3, 3).to(d)), lambda x, w: torch.nn.functional.conv2d(x, w, padding=1),
+     2 * 8 * 64 * 56 * 56 * 64 * 9),
+    ("layer_norm over 1024, 4096 rows float32", lambda d: (torch.randn(4096, 1024).to(d),),
+     lambda x: torch.nn.functional.layer_norm(x, (1024,)), None),
     ("softmax over 1000 classes, 4096 rows float32", lambda d: (torch.randn(4096, 1000).to(d),),
      lambda x: torch.softmax(x, 1), None),
     ("cross_entropy forward + backward, 512 x 1000 classes", lambda d: (torch.randn(512, 1000).to(d).requires_grad_(),
      torch.randint(0, 1000, (512,)).to(d)),
      lambda x, y: torch.autograd.grad(torch.nn.functional.cross_entropy(x, y), x), None),
 ]
+
+
+def cnn_step(device, reps=10):
+    """A small CNN's SGD step: conv-bn-relu-pool twice, linear, cross_entropy; batch 16 of 3x32x32."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(32 * 8 * 8, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(16, 3, 32, 32).to(device), torch.randint(0, 10, (16,)).to(device)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        sync(device)
+
+    step()
+    return timed(step, reps)
+
+
+def transformer_step(device, reps=10):
+    """A transformer encoder layer's AdamW step: d_model 128, 4 heads, ff 256, batch 8 x 64 tokens, no dropout."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True).to(device)
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-3)
+    x = torch.randn(8, 64, 128).to(device)
+
+    def step():
+        opt.zero_grad()
+        layer(x).square().mean().backward()
+        opt.step()
+        sync(device)
+
+    step()
+    return timed(step, reps)
 
 
 def training_row(name, t_or, t_cpu, flops):
@@ -299,6 +341,10 @@ def main():
     training += row("MLP 256-512-512-10, batch 128, cross_entropy forward + backward", mlp("openreg"), mlp("cpu"), None)
     training += row("`make demo`'s step: MLP 3-64-64-1, batch 512, mse_loss, Adam", adam_step("openreg"),
                     adam_step("cpu"), None)
+    training += row("small CNN step (2 conv-bn-relu-pool, linear), batch 16 of 3x32x32, SGD", cnn_step("openreg"),
+                    cnn_step("cpu"), None)
+    training += row("transformer encoder layer step, d_model 128, batch 8 x 64 tokens, AdamW",
+                    transformer_step("openreg"), transformer_step("cpu"), None)
 
     text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
             f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"

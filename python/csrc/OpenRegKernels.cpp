@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <typeinfo>
 #include <initializer_list>
 #include <limits>
 
@@ -548,6 +549,21 @@ Tensor view_as_complex_kernel(const Tensor& self) {
 
 bool is_set_to_kernel(const Tensor& self, const Tensor& tensor) {
   return at::native::is_set_to(self, tensor);
+}
+
+// c10's default answers only for its own dense backends (CPU, CUDA, ...), so
+// `module.to("openreg")` would make new Parameter objects and an optimizer
+// built before the move would train the old ones. Dense CPU and openreg
+// tensors are plain TensorImpls: either can take the other's data, as CPU
+// and CUDA tensors can.
+bool has_compatible_shallow_copy_type_kernel(const Tensor& self, const Tensor& from) {
+  const auto plain_dense = [](const Tensor& t) {
+    const c10::DeviceType type = t.device().type();
+    return t.layout() == at::kStrided && !t.is_quantized() &&
+           (type == c10::DeviceType::CPU || type == c10::DeviceType::PrivateUse1) &&
+           typeid(*t.unsafeGetTensorImpl()) == typeid(c10::TensorImpl);
+  };
+  return plain_dense(self) && plain_dense(from);
 }
 
 // ---- storage ----

@@ -59,6 +59,9 @@ Tensor unfold_kernel(const Tensor& self, int64_t dimension, int64_t size, int64_
 Tensor view_as_real_kernel(const Tensor& self);
 Tensor view_as_complex_kernel(const Tensor& self);
 bool is_set_to_kernel(const Tensor& self, const Tensor& tensor);
+// Whether `from`'s TensorImpl can be shallow-copied into `self`'s (what
+// `param.data = t` needs, so nn.Module.to keeps its Parameter objects).
+bool has_compatible_shallow_copy_type_kernel(const Tensor& self, const Tensor& from);
 
 // ---- native kernels: storage ----
 // Grows the storage (new block, old bytes copied on the device) when needed.

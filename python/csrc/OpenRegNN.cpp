@@ -1,6 +1,10 @@
 // Neural-network ops written with device ops: softmax and log_softmax with
-// their backward ops, and nll_loss (so cross_entropy with class indices)
-// with its backward, for 2-d (nll_loss) and spatial (nll_loss2d) inputs. ATen's meta functions check the arguments and allocate
+// their backward ops; nll_loss (so cross_entropy with class indices) with
+// its backward, for 2-d (nll_loss) and spatial (nll_loss2d) inputs; layer
+// and batch normalization with their backward ops; the dense embedding
+// gradient and max_norm renormalization; dropout's backward; isposinf/isneginf;
+// 1-d and 2-d convolution (im2col and the engine's GEMM) and max pooling,
+// with their backward ops. ATen's meta functions check the arguments and allocate
 // the outputs as for CPU; the values come from reductions, elementwise ops,
 // gather and scatter on the device engine, each dispatched (and counted) on
 // its own. float16 and bfloat16 inputs compute in float32, as CPU's opmath.
@@ -9,8 +13,10 @@
 // check, as CUDA's assert) and is reported at the next synchronizing call.
 
 #include <limits>
+#include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
@@ -18,6 +24,8 @@
 #include <ATen/ops/_softmax_meta.h>
 #include <ATen/ops/nll_loss_backward_meta.h>
 #include <ATen/ops/nll_loss_forward_meta.h>
+#include <ATen/native/Pool.h>
+#include <ATen/native/layer_norm.h>
 #include <torch/library.h>
 
 #include "OpenRegEngine.h"
@@ -259,6 +267,532 @@ Tensor nll_loss2d_backward_kernel(const Tensor& grad_output, const Tensor& self,
   return grad_input;
 }
 
+// ---- normalization ----
+
+std::vector<int64_t> reduced_dims_except(int64_t ndim, int64_t keep) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (d != keep) {
+      dims.push_back(d);
+    }
+  }
+  return dims;
+}
+
+// The dtype of a normalization's statistics: float32 when a 16-bit input
+// comes with float32 parameters (CPU's "mixed type"), else the input's.
+at::ScalarType stats_dtype(const Tensor& input, std::initializer_list<const std::optional<Tensor>*> params) {
+  for (const auto* param : params) {
+    if (param->has_value() && (*param)->defined() && (*param)->scalar_type() != input.scalar_type()) {
+      return opmath(input.scalar_type());
+    }
+  }
+  return input.scalar_type();
+}
+
+bool defined(const std::optional<Tensor>& t) {
+  return t.has_value() && t->defined();
+}
+
+// y = (x - mean) * rstd * weight + bias over the last dimensions
+// (normalized_shape); mean and rstd keep the leading dimensions, with ones
+// for the normalized ones, as CPU returns them.
+std::tuple<Tensor, Tensor, Tensor> layer_norm_kernel(const Tensor& input, c10::SymIntArrayRef normalized_shape_sym,
+                                                     const std::optional<Tensor>& weight,
+                                                     const std::optional<Tensor>& bias, double eps) {
+  if (!structured::engine_handles(input, weight, bias)) {
+    return structured::fallback<at::_ops::native_layer_norm>(input, normalized_shape_sym, weight, bias, eps);
+  }
+  check_floating(input, "native_layer_norm");
+  const auto normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
+  const auto [M, N] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight.value_or(Tensor()),
+                                                           bias.value_or(Tensor()));
+  const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+  stat_shape.resize(input.dim(), 1);
+  const at::ScalarType stats = stats_dtype(input, {&weight, &bias});
+  if (M == 0 || N == 0) {
+    const Tensor mean = at::full(stat_shape, N == 0 ? std::numeric_limits<double>::quiet_NaN() : 0.0,
+                                 input.options().dtype(stats));
+    return {at::empty_like(input, at::MemoryFormat::Contiguous), mean, mean.clone()};
+  }
+  const Tensor x = in_opmath(input).reshape({M, N});
+  auto [var, mean] = at::var_mean(x, {1}, /*correction=*/0, /*keepdim=*/true);
+  const Tensor rstd = var.add_(eps).rsqrt_();
+  Tensor y = (x - mean).mul_(rstd);
+  if (defined(weight)) {
+    y.mul_(in_opmath(*weight).reshape({1, N}));
+  }
+  if (defined(bias)) {
+    y.add_(in_opmath(*bias).reshape({1, N}));
+  }
+  return {y.to(input.scalar_type()).reshape(input.sizes()), mean.to(stats).reshape(stat_shape),
+          rstd.to(stats).reshape(stat_shape)};
+}
+
+// d/dx of layer_norm: rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per
+// row, gw = grad * weight; the weight's gradient sums grad * xhat over the
+// rows, the bias's sums grad.
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad_out, const Tensor& input,
+                                                              c10::SymIntArrayRef normalized_shape_sym,
+                                                              const Tensor& mean, const Tensor& rstd,
+                                                              const std::optional<Tensor>& weight,
+                                                              const std::optional<Tensor>& bias,
+                                                              std::array<bool, 3> output_mask) {
+  if (!structured::engine_handles(grad_out, input, mean, rstd, weight, bias)) {
+    return structured::fallback<at::_ops::native_layer_norm_backward>(grad_out, input, normalized_shape_sym, mean,
+                                                                      rstd, weight, bias, output_mask);
+  }
+  check_floating(input, "native_layer_norm_backward");
+  const auto normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
+  const auto [M, N] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight.value_or(Tensor()),
+                                                           bias.value_or(Tensor()));
+  Tensor grad_input, grad_weight, grad_bias;
+  const Tensor x = in_opmath(input).reshape({M, N});
+  const Tensor g = in_opmath(grad_out).reshape({M, N});
+  const Tensor xhat = (x - in_opmath(mean).reshape({M, 1})).mul_(in_opmath(rstd).reshape({M, 1}));
+  if (output_mask[0]) {
+    const Tensor gw = defined(weight) ? g * in_opmath(*weight).reshape({1, N}) : g;
+    Tensor gi = gw - gw.mean(1, /*keepdim=*/true);
+    gi.sub_(xhat * (gw * xhat).mean(1, /*keepdim=*/true)).mul_(in_opmath(rstd).reshape({M, 1}));
+    grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
+  }
+  if (output_mask[1] && defined(weight)) {
+    grad_weight = (g * xhat).sum(0).to(weight->scalar_type()).reshape(weight->sizes());
+  }
+  if (output_mask[2] && defined(bias)) {
+    grad_bias = g.sum(0).to(bias->scalar_type()).reshape(bias->sizes());
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+// Batch normalization over every dimension but the channels (dimension 1).
+// Training: the batch's mean and biased variance normalize, the running
+// statistics move by `momentum` (the variance unbiased), and save_mean and
+// save_invstd are returned for the backward; evaluation: the running
+// statistics normalize and the saved ones are empty, as on CPU.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_kernel(const Tensor& input, const std::optional<Tensor>& weight,
+                                                     const std::optional<Tensor>& bias,
+                                                     const std::optional<Tensor>& running_mean,
+                                                     const std::optional<Tensor>& running_var, bool training,
+                                                     double momentum, double eps) {
+  if (!structured::engine_handles(input, weight, bias, running_mean, running_var)) {
+    return structured::fallback<at::_ops::native_batch_norm>(input, weight, bias, running_mean, running_var, training,
+                                                             momentum, eps);
+  }
+  check_floating(input, "native_batch_norm");
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dimensions, got ", input.dim());
+  const int64_t C = input.size(1);
+  TORCH_CHECK(training || (defined(running_mean) && defined(running_var)),
+              "running_mean and running_var must be defined in evaluation mode");
+  const at::ScalarType stats = stats_dtype(input, {&weight, &bias, &running_mean, &running_var});
+  std::vector<int64_t> channel_shape(input.dim(), 1);
+  channel_shape[1] = C;
+  const Tensor x = in_opmath(input);
+  const auto dims = reduced_dims_except(input.dim(), 1);
+  Tensor mean, invstd, save_mean, save_invstd;
+  if (training) {
+    const int64_t n = input.numel() / std::max<int64_t>(C, 1);
+    TORCH_CHECK(n > 1 || input.numel() == 0, "Expected more than 1 value per channel when training, got input size ",
+                input.sizes());
+    auto [var, batch_mean] = at::var_mean(x, dims, /*correction=*/0, /*keepdim=*/false);
+    mean = batch_mean;
+    invstd = (var + eps).rsqrt_();
+    if (defined(running_mean)) {
+      running_mean->mul_(1.0 - momentum).add_(batch_mean.to(running_mean->scalar_type()), momentum);
+    }
+    if (defined(running_var)) {
+      const double unbias = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
+      running_var->mul_(1.0 - momentum).add_((var * unbias).to(running_var->scalar_type()), momentum);
+    }
+    save_mean = mean.to(stats);
+    save_invstd = invstd.to(stats);
+  } else {
+    mean = in_opmath(*running_mean);
+    invstd = (in_opmath(*running_var) + eps).rsqrt_();
+    save_mean = at::empty({0}, input.options().dtype(stats));
+    save_invstd = at::empty({0}, input.options().dtype(stats));
+  }
+  Tensor y = (x - mean.reshape(channel_shape)).mul_(invstd.reshape(channel_shape));
+  if (defined(weight)) {
+    y.mul_(in_opmath(*weight).reshape(channel_shape));
+  }
+  if (defined(bias)) {
+    y.add_(in_opmath(*bias).reshape(channel_shape));
+  }
+  return {y.to(input.scalar_type()), save_mean, save_invstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
+    const Tensor& grad_out, const Tensor& input, const std::optional<Tensor>& weight,
+    const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+    const std::optional<Tensor>& save_mean, const std::optional<Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask) {
+  if (!structured::engine_handles(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)) {
+    return structured::fallback<at::_ops::native_batch_norm_backward>(
+        grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask);
+  }
+  check_floating(input, "native_batch_norm_backward");
+  const int64_t C = input.size(1);
+  std::vector<int64_t> channel_shape(input.dim(), 1);
+  channel_shape[1] = C;
+  const auto dims = reduced_dims_except(input.dim(), 1);
+  const Tensor mean = in_opmath(train ? *save_mean : *running_mean).reshape(channel_shape);
+  const Tensor invstd =
+      (train ? in_opmath(*save_invstd) : (in_opmath(*running_var) + eps).rsqrt()).reshape(channel_shape);
+  const Tensor x = in_opmath(input);
+  const Tensor g = in_opmath(grad_out);
+  const Tensor xhat = (x - mean).mul_(invstd);
+  const Tensor sum_g = g.sum(dims);
+  const Tensor sum_gx = (g * xhat).sum(dims);
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    const Tensor scale = defined(weight) ? invstd * in_opmath(*weight).reshape(channel_shape) : invstd;
+    if (train) {
+      const double n = static_cast<double>(input.numel() / std::max<int64_t>(C, 1));
+      grad_input = (g - sum_g.reshape(channel_shape) / n - xhat * (sum_gx.reshape(channel_shape) / n)).mul_(scale);
+    } else {
+      grad_input = g * scale;
+    }
+    grad_input = grad_input.to(input.scalar_type());
+  }
+  if (output_mask[1]) {
+    grad_weight = sum_gx.to(defined(weight) ? weight->scalar_type() : input.scalar_type());
+  }
+  if (output_mask[2]) {
+    grad_bias = sum_g.to(defined(weight) ? weight->scalar_type() : input.scalar_type());
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+// ---- embedding, dropout, infinities ----
+
+// Each index's row of the gradient added into its weight row (in index
+// order: deterministic); padding rows get nothing; with scale_grad_by_freq
+// each row is divided by how often its index occurs.
+Tensor embedding_dense_backward_kernel(const Tensor& grad_output, const Tensor& indices, c10::SymInt num_weights_sym,
+                                       c10::SymInt padding_idx_sym, bool scale_grad_by_freq) {
+  if (!structured::engine_handles(grad_output, indices)) {
+    return structured::fallback<at::_ops::embedding_dense_backward>(grad_output, indices, num_weights_sym,
+                                                                    padding_idx_sym, scale_grad_by_freq);
+  }
+  const int64_t num_weights = num_weights_sym.expect_int();
+  const int64_t padding_idx = padding_idx_sym.expect_int();
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_backward: expected indices of type Long or Int, got ", indices.scalar_type());
+  const int64_t D = grad_output.size(-1);
+  const Tensor idx = indices.reshape({-1});
+  Tensor g = grad_output.reshape({-1, D});
+  if (padding_idx >= 0) {
+    g = at::where(idx.ne(padding_idx).unsqueeze(1), g, at::zeros({}, g.options()));
+  }
+  if (scale_grad_by_freq) {
+    const Tensor counts = at::zeros({num_weights}, idx.options().dtype(at::kLong))
+                              .index_add_(0, idx, at::ones_like(idx, idx.options().dtype(at::kLong)));
+    g = g / counts.index_select(0, idx).unsqueeze(1).to(g.scalar_type());
+  }
+  return at::zeros({num_weights, D}, grad_output.options()).index_add_(0, idx, g);
+}
+
+// embedding's max_norm: each looked-up row whose p-norm exceeds max_norm is
+// scaled to max_norm / (norm + 1e-7), in place. A repeated index writes the
+// same row twice.
+Tensor& embedding_renorm_kernel(Tensor& self, const Tensor& indices, double max_norm, double norm_type) {
+  if (!structured::engine_handles(self, indices)) {
+    return structured::fallback<at::_ops::embedding_renorm_>(self, indices, max_norm, norm_type);
+  }
+  TORCH_CHECK(self.dim() == 2, "embedding_renorm_(): input must be 2-D, got ", self.dim(), "-D");
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_renorm_(): expected indices of type Long or Int, got ", indices.scalar_type());
+  const Tensor idx = indices.reshape({-1});
+  if (idx.numel() == 0) {
+    return self;
+  }
+  const Tensor rows = self.index_select(0, idx);
+  const Tensor norms = at::linalg_vector_norm(rows, norm_type, {1}, /*keepdim=*/true);
+  const Tensor scale = at::where(norms > max_norm, max_norm / (norms + 1e-7), at::ones({}, norms.options()));
+  self.index_put_({idx}, rows * scale);
+  return self;
+}
+
+Tensor native_dropout_backward_kernel(const Tensor& grad_output, const Tensor& mask, double scale) {
+  if (!structured::engine_handles(grad_output, mask)) {
+    return structured::fallback<at::_ops::native_dropout_backward>(grad_output, mask, scale);
+  }
+  return grad_output * mask.to(grad_output.scalar_type()) * scale;
+}
+
+template <bool Positive>
+Tensor isinf_signed_kernel(const Tensor& self) {
+  if (!structured::engine_handles(self)) {
+    return Positive ? structured::fallback<at::_ops::isposinf>(self) : structured::fallback<at::_ops::isneginf>(self);
+  }
+  if (!at::isFloatingType(self.scalar_type())) {
+    return at::zeros_like(self, self.options().dtype(at::kBool));
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  return self.eq(Positive ? inf : -inf);
+}
+
+// ---- convolution (1-d and 2-d, not transposed) ----
+
+// The windows of a zero-padded (N, C, H, W) input as a contiguous
+// (N, groups, C/groups * kh * kw, OH * OW) tensor: im2col, one device copy of
+// a strided view.
+Tensor im2col(const Tensor& padded, int64_t groups, int64_t kh, int64_t kw, at::IntArrayRef stride,
+              at::IntArrayRef dilation, int64_t oh, int64_t ow) {
+  const int64_t N = padded.size(0), C = padded.size(1);
+  const auto s = padded.strides();
+  const Tensor windows = padded.as_strided(
+      {N, groups, C / groups, kh, kw, oh, ow},
+      {s[0], C / groups * s[1], s[1], dilation[0] * s[2], dilation[1] * s[3], stride[0] * s[2], stride[1] * s[3]});
+  return windows.reshape({N, groups, C / groups * kh * kw, oh * ow});
+}
+
+// Convolution's arguments for a 2-d view of the op: 1-d ones gain a height of 1.
+struct Conv2d {
+  Tensor input, weight; // (N, C, H, W), (O, C/g, kh, kw)
+  std::array<int64_t, 2> stride, padding, dilation;
+  int64_t groups, oh, ow;
+  bool one_d;
+};
+
+std::optional<Conv2d> conv2d_view(const Tensor& input, const Tensor& weight, at::IntArrayRef stride,
+                                  at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  if (input.dim() != weight.dim() || (input.dim() != 3 && input.dim() != 4) || groups < 1 ||
+      input.size(1) != weight.size(1) * groups || weight.size(0) % groups != 0) {
+    return std::nullopt; // other shapes: ATen's checks and kernels, through the fallback
+  }
+  Conv2d c;
+  c.one_d = input.dim() == 3;
+  c.input = c.one_d ? input.unsqueeze(2) : input;
+  c.weight = c.one_d ? weight.unsqueeze(2) : weight;
+  const auto pick = [&](at::IntArrayRef v, int64_t fill) -> std::array<int64_t, 2> {
+    const int64_t n = c.one_d ? 1 : 2;
+    TORCH_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == n, "convolution: expected ", n,
+                " values, got ", v.size());
+    return c.one_d ? std::array<int64_t, 2>{fill, v[0]} : std::array<int64_t, 2>{v[0], v.size() == 1 ? v[0] : v[1]};
+  };
+  c.stride = pick(stride, 1);
+  c.padding = pick(padding, 0);
+  c.dilation = pick(dilation, 1);
+  c.groups = groups;
+  const auto out_size = [&](int d) {
+    const int64_t in = c.input.size(2 + d) + 2 * c.padding[d];
+    const int64_t span = c.dilation[d] * (c.weight.size(2 + d) - 1) + 1;
+    return in < span ? int64_t{-1} : (in - span) / c.stride[d] + 1;
+  };
+  c.oh = out_size(0);
+  c.ow = out_size(1);
+  if (c.oh < 0 || c.ow < 0 || c.stride[0] < 1 || c.stride[1] < 1 || c.dilation[0] < 1 || c.dilation[1] < 1 ||
+      c.padding[0] < 0 || c.padding[1] < 0) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+Tensor pad2d(const Tensor& x, const std::array<int64_t, 2>& padding) {
+  if (padding[0] == 0 && padding[1] == 0) {
+    return x;
+  }
+  return at::constant_pad_nd(x, {padding[1], padding[1], padding[0], padding[0]}, 0);
+}
+
+// out[n, g] = weight[g] (O/g, K) @ cols[n, g] (K, P), per group; plus bias.
+Tensor convolution_kernel(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                          c10::SymIntArrayRef stride_sym, c10::SymIntArrayRef padding_sym,
+                          c10::SymIntArrayRef dilation_sym, bool transposed, c10::SymIntArrayRef output_padding,
+                          c10::SymInt groups_sym) {
+  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_sym);
+  const auto padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
+  const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_sym);
+  const int64_t groups = groups_sym.expect_int();
+  const auto geometry = transposed ? std::nullopt : conv2d_view(input, weight, stride, padding, dilation, groups);
+  if (!geometry || !structured::engine_handles(input, weight, bias) || input.scalar_type() == at::kBool ||
+      input.scalar_type() != weight.scalar_type()) {
+    return structured::fallback<at::_ops::convolution>(input, weight, bias, stride_sym, padding_sym, dilation_sym,
+                                                       transposed, output_padding, groups_sym);
+  }
+  const Conv2d& c = *geometry;
+  const int64_t N = c.input.size(0), O = c.weight.size(0), g = c.groups;
+  const int64_t kh = c.weight.size(2), kw = c.weight.size(3);
+  Tensor out = at::empty({N, g, O / g, c.oh * c.ow}, input.options());
+  if (out.numel() > 0) {
+    const Tensor cols = im2col(pad2d(c.input, c.padding), g, kh, kw, c.stride, c.dilation, c.oh, c.ow);
+    const Tensor w = c.weight.reshape({g, O / g, -1});
+    for (int64_t gi = 0; gi < g; ++gi) {
+      // every sample against the group's weight: a batch whose weight has batch stride 0
+      Tensor out_group = out.select(1, gi);
+      at::bmm_out(out_group, w[gi].expand({N, O / g, w.size(2)}), cols.select(1, gi));
+    }
+  }
+  Tensor result = out.view({N, O, c.oh, c.ow});
+  if (defined(bias)) {
+    result.add_(bias->reshape({1, O, 1, 1}));
+  }
+  return c.one_d ? result.squeeze(2) : result;
+}
+
+// grad_bias sums grad_output; grad_weight[g] = sum over samples of grad[n, g]
+// @ cols[n, g]^T; grad_input adds W^T @ grad back into each window position
+// of the padded input (col2im: one strided add per kernel position).
+std::tuple<Tensor, Tensor, Tensor> convolution_backward_kernel(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, at::OptionalSymIntArrayRef bias_sizes,
+    c10::SymIntArrayRef stride_sym, c10::SymIntArrayRef padding_sym, c10::SymIntArrayRef dilation_sym,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups_sym, std::array<bool, 3> output_mask) {
+  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_sym);
+  const auto padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
+  const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_sym);
+  const int64_t groups = groups_sym.expect_int();
+  const auto geometry = transposed ? std::nullopt : conv2d_view(input, weight, stride, padding, dilation, groups);
+  if (!geometry || !structured::engine_handles(grad_output, input, weight) || input.scalar_type() == at::kBool) {
+    return structured::fallback<at::_ops::convolution_backward>(grad_output, input, weight, bias_sizes, stride_sym,
+                                                                padding_sym, dilation_sym, transposed,
+                                                                output_padding, groups_sym, output_mask);
+  }
+  const Conv2d& c = *geometry;
+  const int64_t N = c.input.size(0), C = c.input.size(1), O = c.weight.size(0), g = c.groups;
+  const int64_t kh = c.weight.size(2), kw = c.weight.size(3), P = c.oh * c.ow;
+  const Tensor grad = (c.one_d ? grad_output.unsqueeze(2) : grad_output).reshape({N, g, O / g, P});
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[2]) {
+    grad_bias = grad.sum({0, 1 + 2}).reshape({O}); // over samples and positions
+  }
+  if (output_mask[1]) {
+    const Tensor cols = im2col(pad2d(c.input, c.padding), g, kh, kw, c.stride, c.dilation, c.oh, c.ow);
+    Tensor gw = at::empty({g, O / g, cols.size(2)}, input.options());
+    for (int64_t gi = 0; gi < g; ++gi) {
+      gw[gi].copy_(at::bmm(grad.select(1, gi), cols.select(1, gi).transpose(1, 2)).sum(0));
+    }
+    grad_weight = gw.reshape(weight.sizes());
+  }
+  if (output_mask[0]) {
+    const int64_t hp = c.input.size(2) + 2 * c.padding[0], wp = c.input.size(3) + 2 * c.padding[1];
+    const int64_t K = C / g * kh * kw;
+    Tensor cols_grad = at::empty({N, g, K, P}, input.options());
+    const Tensor w = c.weight.reshape({g, O / g, K});
+    for (int64_t gi = 0; gi < g; ++gi) {
+      Tensor cols_group = cols_grad.select(1, gi);
+      at::bmm_out(cols_group, w[gi].t().expand({N, K, O / g}), grad.select(1, gi));
+    }
+    const Tensor cols6 = cols_grad.view({N, C, kh, kw, c.oh, c.ow});
+    Tensor padded = at::zeros({N, C, hp, wp}, input.options());
+    const auto s = padded.strides();
+    for (int64_t i = 0; i < kh; ++i) {
+      for (int64_t j = 0; j < kw; ++j) {
+        padded
+            .as_strided({N, C, c.oh, c.ow}, {s[0], s[1], c.stride[0] * s[2], c.stride[1] * s[3]},
+                        padded.storage_offset() + i * c.dilation[0] * s[2] + j * c.dilation[1] * s[3])
+            .add_(cols6.select(2, i).select(2, j));
+      }
+    }
+    grad_input = padded.slice(2, c.padding[0], c.padding[0] + c.input.size(2))
+                     .slice(3, c.padding[1], c.padding[1] + c.input.size(3))
+                     .contiguous();
+    if (c.one_d) {
+      grad_input = grad_input.squeeze(2);
+    }
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+// ---- max pooling (2-d) ----
+
+struct Pool2d {
+  std::array<int64_t, 2> kernel, stride, padding, dilation;
+  int64_t oh, ow;
+};
+
+Pool2d pool2d_geometry(const Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                       at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  TORCH_CHECK(kernel_size.size() == 1 || kernel_size.size() == 2,
+              "max_pool2d: kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2,
+              "max_pool2d: stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, "max_pool2d: padding must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(dilation.size() == 1 || dilation.size() == 2,
+              "max_pool2d: dilation must be either a single int, or a tuple of two ints");
+  TORCH_CHECK(input.dim() == 3 || input.dim() == 4, "non-empty 3D or 4D (batch mode) tensor expected for input");
+  const auto two = [](at::IntArrayRef v) { return std::array<int64_t, 2>{v[0], v.size() == 1 ? v[0] : v[1]}; };
+  Pool2d p;
+  p.kernel = two(kernel_size);
+  p.stride = stride.empty() ? p.kernel : two(stride);
+  p.padding = two(padding);
+  p.dilation = two(dilation);
+  TORCH_CHECK(p.kernel[0] > 0 && p.kernel[1] > 0, "kernel_size should be greater than zero");
+  TORCH_CHECK(p.dilation[0] > 0 && p.dilation[1] > 0, "dilation should be greater than zero");
+  const int64_t H = input.size(-2), W = input.size(-1);
+  p.oh = at::native::pooling_output_shape<int64_t>(H, p.kernel[0], p.padding[0], p.stride[0], p.dilation[0], ceil_mode);
+  p.ow = at::native::pooling_output_shape<int64_t>(W, p.kernel[1], p.padding[1], p.stride[1], p.dilation[1], ceil_mode);
+  TORCH_CHECK(p.oh > 0 && p.ow > 0, "Given input size: (", input.sizes(), "). Calculated output size: (", p.oh, "x",
+              p.ow, "). Output size is too small");
+  return p;
+}
+
+// Each window's maximum (the first of equals; NaN wins) and its position as
+// an index into the input's H x W plane, as CPU returns it.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, at::IntArrayRef kernel_size,
+                                                          at::IntArrayRef stride, at::IntArrayRef padding,
+                                                          at::IntArrayRef dilation, bool ceil_mode) {
+  if (!structured::engine_handles(input) || input.scalar_type() == at::kBool) {
+    return structured::fallback<at::_ops::max_pool2d_with_indices>(input, kernel_size, stride, padding, dilation,
+                                                                   ceil_mode);
+  }
+  const Pool2d p = pool2d_geometry(input, kernel_size, stride, padding, dilation, ceil_mode);
+  const Tensor x = input.dim() == 3 ? input.unsqueeze(0) : input;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  // pad with -inf (the lowest integer) so padding never wins; ceil mode's
+  // last window may reach past the padding
+  const int64_t bottom = std::max<int64_t>(
+      p.padding[0], (p.oh - 1) * p.stride[0] + (p.kernel[0] - 1) * p.dilation[0] + 1 - H - p.padding[0]);
+  const int64_t right = std::max<int64_t>(
+      p.padding[1], (p.ow - 1) * p.stride[1] + (p.kernel[1] - 1) * p.dilation[1] + 1 - W - p.padding[1]);
+  Tensor padded = x;
+  if (p.padding[0] || p.padding[1] || bottom || right) {
+    c10::Scalar lowest;
+    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "max_pool2d", [&] {
+      lowest = std::numeric_limits<scalar_t>::has_infinity ? c10::Scalar(-std::numeric_limits<double>::infinity())
+                                                            : c10::Scalar(std::numeric_limits<scalar_t>::lowest());
+    });
+    padded = at::full({N, C, H + p.padding[0] + bottom, W + p.padding[1] + right}, lowest, x.options());
+    padded.slice(2, p.padding[0], p.padding[0] + H).slice(3, p.padding[1], p.padding[1] + W).copy_(x);
+  }
+  const auto s = padded.strides();
+  const Tensor windows = padded
+                             .as_strided({N, C, p.oh, p.ow, p.kernel[0], p.kernel[1]},
+                                         {s[0], s[1], p.stride[0] * s[2], p.stride[1] * s[3], p.dilation[0] * s[2],
+                                          p.dilation[1] * s[3]})
+                             .reshape({N, C, p.oh, p.ow, p.kernel[0] * p.kernel[1]});
+  auto [values, local] = windows.max(-1);
+  // window element k = (i, j) of window (oh, ow) is input (oh*sh - ph + i*dh, ow*sw - pw + j*dw)
+  const Tensor i = local.div(p.kernel[1], "floor"), j = local.remainder(p.kernel[1]);
+  const Tensor rows = at::arange(p.oh, local.options()).mul_(p.stride[0]).sub_(p.padding[0]).view({1, 1, p.oh, 1});
+  const Tensor cols = at::arange(p.ow, local.options()).mul_(p.stride[1]).sub_(p.padding[1]).view({1, 1, 1, p.ow});
+  Tensor indices = (rows + i * p.dilation[0]).mul_(W).add_(cols + j * p.dilation[1]);
+  if (input.dim() == 3) {
+    return {values.squeeze(0), indices.squeeze(0)};
+  }
+  return {values, indices};
+}
+
+// The gradient goes to the input element each window picked, added up where
+// windows overlap (in window order: deterministic).
+Tensor max_pool2d_with_indices_backward_kernel(const Tensor& grad_output, const Tensor& input,
+                                               at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                                               at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                                               const Tensor& indices) {
+  if (!structured::engine_handles(grad_output, input, indices)) {
+    return structured::fallback<at::_ops::max_pool2d_with_indices_backward>(grad_output, input, kernel_size, stride,
+                                                                            padding, dilation, ceil_mode, indices);
+  }
+  pool2d_geometry(input, kernel_size, stride, padding, dilation, ceil_mode); // the forward's checks
+  const Tensor x = input.dim() == 3 ? input.unsqueeze(0) : input;
+  const int64_t N = x.size(0), C = x.size(1);
+  Tensor grad_input = at::zeros({N, C, x.size(2) * x.size(3)}, grad_output.options());
+  grad_input.scatter_add_(2, indices.reshape({N, C, -1}), grad_output.reshape({N, C, -1}));
+  return grad_input.view(input.sizes());
+}
+
 } // namespace
 } // namespace openreg::nn
 
@@ -276,4 +810,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward_kernel));
   m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward_kernel));
   m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward_kernel));
+  m.impl("native_layer_norm", TORCH_FN(layer_norm_kernel));
+  m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward_kernel));
+  m.impl("native_batch_norm", TORCH_FN(batch_norm_kernel));
+  m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward_kernel));
+  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward_kernel));
+  m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward_kernel));
+  m.impl("embedding_renorm_", TORCH_FN(embedding_renorm_kernel));
+  m.impl("isposinf", TORCH_FN(isinf_signed_kernel<true>));
+  m.impl("isneginf", TORCH_FN(isinf_signed_kernel<false>));
+  m.impl("convolution", TORCH_FN(convolution_kernel));
+  m.impl("convolution_backward", TORCH_FN(convolution_backward_kernel));
+  m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d_with_indices_kernel));
+  m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_with_indices_backward_kernel));
 }

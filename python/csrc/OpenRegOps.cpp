@@ -48,7 +48,7 @@ struct Native<Op, Kernel> {
 
 namespace openreg {
 // Composite ops registered to the CPU fallback as a whole (see below).
-constexpr const char* kHostComposites[] = {"convolution", "_convolution", "convolution_backward"};
+constexpr const char* kHostComposites[] = {"_convolution"};
 } // namespace openreg
 
 #define OPENREG_NATIVE(op, kernel) TORCH_FN((::openreg::Native<at::_ops::op, &::openreg::kernels::kernel>::call))
@@ -66,6 +66,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view_as_real", OPENREG_NATIVE(view_as_real, view_as_real_kernel));
   m.impl("view_as_complex", OPENREG_NATIVE(view_as_complex, view_as_complex_kernel));
   m.impl("is_set_to", OPENREG_NATIVE(is_set_to, is_set_to_kernel));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(::openreg::kernels::has_compatible_shallow_copy_type_kernel));
 
   // storage
   m.impl("resize_", OPENREG_NATIVE(resize_, resize_kernel));
@@ -91,7 +92,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(::openreg::kernels::fused_gru_cell_backward_kernel));
 
   // Composite ops whose composite picks a backend by device type and finds
-  // none for PrivateUse1 (convolution would call convolution_overrideable,
+  // none for PrivateUse1 (_convolution would call convolution_overrideable,
   // which only raises): the fallback runs the whole op on the CPU instead.
   for (const char* name : ::openreg::kHostComposites) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&::openreg::kernels::cpu_fallback_kernel>());

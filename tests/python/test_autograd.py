@@ -77,3 +77,20 @@ def test_training_an_mlp_gives_the_losses_of_cpu(device):
     for p, p_cpu in zip(model.parameters(), model_cpu.parameters()):
         assert p.device == device
         torch.testing.assert_close(p.detach().cpu(), p_cpu.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_module_to_keeps_its_parameter_objects():
+    # As for CUDA: `param.data` takes the device tensor, so an optimizer built before the move
+    # trains the moved parameters, and gradients stay attached.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    weight = model.weight
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.to("openreg")
+    assert model.weight is weight and weight.device.type == "openreg"
+    before = weight.detach().cpu().clone()
+    model(torch.ones(3, 4, device="openreg")).sum().backward()
+    opt.step()
+    torch.testing.assert_close(weight.detach().cpu(), before - 0.5 * 3)
+    model.to("cpu")
+    assert model.weight is weight and weight.device.type == "cpu"

@@ -133,3 +133,167 @@ def test_a_classifier_trains_on_the_device_as_on_cpu():
     cpu, dev = run("cpu"), run(DEV)
     assert dev[-1] < dev[0] * 0.8
     torch.testing.assert_close(torch.tensor(dev), torch.tensor(cpu), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16), ids=str)
+def test_layer_norm(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(4, 6, 10, generator=g) * 3 + 1).to(dtype)
+    w, b = torch.randn(6, 10, generator=g).to(dtype), torch.randn(6, 10, generator=g).to(dtype)
+    _forward_backward(lambda t: F.layer_norm(t, (10,)), x, dtype=dtype)
+    _forward_backward(lambda t: F.layer_norm(t, (6, 10), w.to(t.device), b.to(t.device)), x, dtype=dtype)
+    # the weight's and bias's gradients, and the saved statistics
+    for device in ("cpu", DEV):
+        wd, bd = w[0].to(device).requires_grad_(), b[0].to(device).requires_grad_()
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            out, mean, rstd = torch.native_layer_norm(x.to(device), (10,), wd, bd, 1e-5)
+            out.sum().backward()
+        if device == "cpu":
+            expected = [t.detach() for t in (out, mean, rstd, wd.grad, bd.grad)]
+        else:
+            for e, a in zip(expected, (out, mean, rstd, wd.grad, bd.grad)):
+                assert a.shape == e.shape and a.dtype == e.dtype
+                torch.testing.assert_close(a.detach().cpu(), e, **_tolerance(dtype))
+
+
+def test_layer_norm_of_16_bit_input_with_float_parameters_keeps_float_statistics():
+    x = torch.randn(3, 8).half()
+    w, b = torch.randn(8), torch.randn(8)
+    expected = torch.native_layer_norm(x, (8,), w, b, 1e-5)
+    actual = torch.native_layer_norm(x.to(DEV), (8,), w.to(DEV), b.to(DEV), 1e-5)
+    for e, a in zip(expected, actual):
+        assert a.dtype == e.dtype
+        torch.testing.assert_close(a.cpu(), e, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("affine,track", [(True, True), (False, True), (True, False)])
+def test_batch_norm_training_and_eval(affine, track):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(6, 3, 5, 4, generator=g) * 2 + 0.5
+    models = {}
+    for device in ("cpu", DEV):
+        torch.manual_seed(0)
+        models[device] = torch.nn.BatchNorm2d(3, affine=affine, track_running_stats=track, momentum=0.3).to(device)
+    outs = {}
+    for device, bn in models.items():
+        leaf = x.clone().to(device).requires_grad_()
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            for _ in range(3):  # running statistics move three times
+                y = bn(leaf)
+            (y * torch.arange(y.numel()).reshape(y.shape).to(device) / 100).sum().backward()
+            bn.eval()
+            z = bn(leaf.detach() + 1)
+        outs[device] = [y.detach(), leaf.grad, z] + [t for t in (bn.running_mean, bn.running_var) if t is not None]
+        if affine:
+            outs[device] += [bn.weight.grad, bn.bias.grad]
+    for e, a in zip(outs["cpu"], outs[DEV]):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_backward_with_padding_and_frequency_scaling():
+    g = torch.Generator().manual_seed(5)
+    weight = torch.randn(10, 4, generator=g)
+    idx = torch.tensor([[1, 2, 2, 0], [9, 2, 1, 0]])
+    for kw in ({}, {"padding_idx": 0}, {"scale_grad_by_freq": True}, {"padding_idx": 2, "scale_grad_by_freq": True}):
+        _forward_backward(lambda w: F.embedding(idx.to(w.device), w, **kw), weight, dtype=torch.float32)
+    # max_norm renormalizes the looked-up rows in place, on the device
+    for device in ("cpu", DEV):
+        w = weight.clone().to(device)
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            out = F.embedding(idx.to(device), w, max_norm=1.0)
+        if device == "cpu":
+            expected = (out, w)
+        else:
+            torch.testing.assert_close(out.cpu(), expected[0])
+            torch.testing.assert_close(w.cpu(), expected[1])
+
+
+def test_a_transformer_layer_trains_on_the_device_as_on_cpu():
+    def run(device):
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        emb, head = torch.nn.Embedding(50, 32), torch.nn.Linear(32, 50)
+        params = [*layer.parameters(), *emb.parameters(), *head.parameters()]
+        for module in (layer, emb, head):
+            module.to(device)
+        opt = torch.optim.AdamW(params, lr=1e-3)
+        ids = torch.randint(0, 50, (4, 12), generator=torch.Generator().manual_seed(1)).to(device)
+        losses = []
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            for _ in range(8):
+                opt.zero_grad()
+                logits = head(layer(emb(ids)))
+                loss = F.cross_entropy(logits.reshape(-1, 50), ids.reshape(-1))
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses
+
+    cpu, dev = run("cpu"), run(DEV)
+    assert dev[-1] < dev[0]
+    torch.testing.assert_close(torch.tensor(dev), torch.tensor(cpu), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16), ids=str)
+def test_conv2d_geometries(dtype):
+    g = torch.Generator().manual_seed(6)
+    cases = [  # (input shape, weight shape, keyword arguments)
+        ((2, 3, 9, 8), (4, 3, 3, 3), {"padding": 1}),
+        ((2, 4, 9, 8), (6, 2, 3, 2), {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2), "groups": 2}),
+        ((1, 4, 7, 7), (4, 1, 3, 3), {"groups": 4, "padding": 2, "dilation": 2}),  # depthwise
+        ((3, 2, 5, 5), (5, 2, 1, 1), {"stride": 2}),
+    ]
+    for in_shape, w_shape, kw in cases:
+        x = torch.randn(in_shape, generator=g).to(dtype)
+        w = torch.randn(w_shape, generator=g).to(dtype)
+        b = torch.randn(w_shape[0], generator=g).to(dtype)
+        _forward_backward(lambda t: F.conv2d(t, w.to(t.device), b.to(t.device), **kw), x, dtype=dtype)
+        _forward_backward(lambda t: F.conv2d(x.to(t.device), t, **kw), w, dtype=dtype)  # the weight's gradient
+    x1, w1 = torch.randn(2, 3, 20, generator=g).to(dtype), torch.randn(4, 3, 5, generator=g).to(dtype)
+    _forward_backward(lambda t: F.conv1d(t, w1.to(t.device), stride=3, padding=2), x1, dtype=dtype)
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+                                {"kernel_size": (3, 2), "stride": (2, 1), "dilation": (2, 1), "ceil_mode": True},
+                                {"kernel_size": 3, "stride": 2, "ceil_mode": True}])
+def test_max_pool2d(kw):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 3, 9, 10, generator=g)
+    x[0, 1, 2, 2] = float("nan")
+    x[1, 0, :3, :3] = 1.0  # ties: the first maximum wins
+    _forward_backward(lambda t: F.max_pool2d(t, **kw), x, dtype=torch.float32)
+    for device in ("cpu", DEV):
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            values, indices = F.max_pool2d(x.to(device), return_indices=True, **kw)
+        if device == "cpu":
+            expected = (values, indices)
+        else:
+            torch.testing.assert_close(values.cpu(), expected[0], equal_nan=True)
+            assert torch.equal(indices.cpu(), expected[1])
+    unbatched = x[0].to(DEV)
+    torch.testing.assert_close(F.max_pool2d(unbatched, **kw).cpu(), F.max_pool2d(x[0], **kw), equal_nan=True)
+
+
+def test_a_cnn_trains_on_the_device_as_on_cpu():
+    def run(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 8, 3, padding=1, groups=2), torch.nn.ReLU(), torch.nn.Flatten(),
+            torch.nn.Linear(8 * 4 * 4, 5)).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(6, 3, 8, 8, generator=g).to(device), torch.randint(0, 5, (6,), generator=g).to(device)
+        losses = []
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            for _ in range(10):
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses
+
+    cpu, dev = run("cpu"), run(DEV)
+    assert dev[-1] < dev[0]
+    torch.testing.assert_close(torch.tensor(dev), torch.tensor(cpu), rtol=1e-4, atol=1e-4)

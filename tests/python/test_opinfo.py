@@ -64,6 +64,11 @@ DEVICE = {
     "softmax", "softmax.with_dtype", "log_softmax", "log_softmax.with_dtype", "_softmax_backward_data",
     "nn.functional.softmin", "nn.functional.linear_cross_entropy",
     "nn.functional.mse_loss", "nn.functional.nll_loss", "nn.functional.cross_entropy",
+    # normalization, embedding, infinities
+    "nn.functional.layer_norm", "nn.functional.batch_norm", "nn.functional.instance_norm", "nn.functional.embedding",
+    "isposinf", "isneginf",
+    # convolution and pooling
+    "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.max_pool1d",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 
