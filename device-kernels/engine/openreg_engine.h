@@ -474,6 +474,43 @@ static inline int64_t or_gemm_scratch_bytes(uint32_t dtype, int64_t m, int64_t n
   return elems * (is64 ? 8 : 4) + 16; /* 16: room to align the start */
 }
 
+/*
+ * The `random` kernel: fills out0 with random numbers drawn by Philox4x32-10,
+ * a counter-based generator: the element at row-major position i (of out0's
+ * logical shape) takes the block of key `seed` and counter (i, `offset`), so
+ * each element's value depends only on the seed, the launch's offset and its
+ * position, never on how the work is split. The host gives every launch a
+ * new offset (the generator's state: seed and offset, as CUDA's Philox).
+ */
+#define OR_RANDOM_OPS(X)                                                              \
+  X(UNIFORM)   /* args[0] + u * (args[1] - args[0]), u in [0, 1) (floats) */       \
+  X(NORMAL)    /* args[0] + args[1] * z, z standard normal (Box-Muller) */         \
+  X(BERNOULLI) /* u < p ? 1 : 0; p = args[0], or `in`'s element if in_dtype is set */ \
+  X(RANGE)     /* args[0].i + r mod args[1].i (an integer range [from, from + n)) */
+
+enum or_random_op {
+#define OR_RANDOM_ENUM(name) OR_RANDOM_##name,
+  OR_RANDOM_OPS(OR_RANDOM_ENUM)
+#undef OR_RANDOM_ENUM
+  OR_RANDOM_COUNT
+};
+
+typedef struct or_random {
+  uint32_t op;       /* enum or_random_op */
+  uint32_t dtype;    /* out0's */
+  uint32_t ndim;     /* 0..OR_MAX_DIMS, logical order (dimension 0 outermost) */
+  uint32_t in_dtype; /* BERNOULLI with a probability tensor: its dtype, else 0 */
+  uint64_t seed;
+  uint64_t offset;
+  int64_t sizes[OR_MAX_DIMS];
+  uint64_t data[2];                /* out0, in (probabilities) */
+  int64_t strides[2][OR_MAX_DIMS]; /* bytes */
+  or_scalar args[OR_MAX_ARGS];
+} or_random;
+
+OR_STATIC_ASSERT(offsetof(or_random, data) == 32 + 8 * OR_MAX_DIMS, "or_random.data");
+OR_STATIC_ASSERT(sizeof(or_random) == 48 + 24 * OR_MAX_DIMS + 8 * OR_MAX_ARGS, "or_random size");
+
 #ifdef __cplusplus
 } /* namespace openreg::engine */
 #endif

@@ -36,6 +36,7 @@ constexpr char kIndex[] = "index";
 constexpr char kNonzero[] = "nonzero";
 constexpr char kPositions[] = "positions";
 constexpr char kGemm[] = "gemm";
+constexpr char kRandom[] = "random";
 
 // Launches one engine kernel with `block` as its parameter block, whose
 // device addresses lie at the byte offsets `pointers`.
@@ -601,6 +602,51 @@ void launch_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOpera
     pointers[npointers++] = static_cast<uint32_t>(offsetof(or_gemm, scratch));
   }
   launch<kGemm>(device.index(), block, pointers.data(), npointers);
+}
+
+void launch_random(or_random_op op, const at::Tensor& out, const at::Tensor& probabilities,
+                   std::initializer_list<c10::Scalar> args, uint64_t seed, uint64_t offset) {
+  if (out.numel() == 0) {
+    return;
+  }
+  const c10::Device device = out.device();
+  check_dtype(supports_dtype(out.scalar_type()), "openreg random", out.scalar_type());
+  TORCH_CHECK(out.dim() <= OR_MAX_DIMS, "openreg: tensors of more than ", OR_MAX_DIMS, " dimensions (got ", out.dim(),
+              ")");
+  TORCH_CHECK(args.size() <= OR_MAX_ARGS, "openreg: a random op with ", args.size(), " arguments");
+  or_random block{};
+  block.op = op;
+  block.dtype = static_cast<uint32_t>(out.scalar_type());
+  block.ndim = static_cast<uint32_t>(out.dim());
+  block.seed = seed;
+  block.offset = offset;
+  const int64_t es = static_cast<int64_t>(out.element_size());
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    block.sizes[d] = out.size(d);
+    block.strides[0][d] = out.stride(d) * es;
+  }
+  block.data[0] = reinterpret_cast<uint64_t>(out.data_ptr());
+  std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_random, data)), 0};
+  size_t npointers = 1;
+  at::Tensor p; // kept alive until the launch is queued
+  if (probabilities.defined()) {
+    TORCH_CHECK(probabilities.device() == device, "Expected all tensors to be on the same device, but found at least "
+                "two devices, ", device, " and ", probabilities.device(), "!");
+    check_dtype(supports_dtype(probabilities.scalar_type()), "bernoulli", probabilities.scalar_type());
+    p = probabilities.expand(out.sizes());
+    block.in_dtype = static_cast<uint32_t>(p.scalar_type());
+    const int64_t pes = static_cast<int64_t>(p.element_size());
+    for (int64_t d = 0; d < out.dim(); ++d) {
+      block.strides[1][d] = p.stride(d) * pes;
+    }
+    block.data[1] = reinterpret_cast<uint64_t>(p.data_ptr());
+    pointers[npointers++] = static_cast<uint32_t>(offsetof(or_random, data) + 8);
+  }
+  size_t a = 0;
+  for (const c10::Scalar& arg : args) {
+    block.args[a++] = op == OR_RANDOM_RANGE ? or_scalar{.i = arg.toLong()} : or_scalar{.f = arg.toDouble()};
+  }
+  launch<kRandom>(device.index(), block, pointers.data(), npointers);
 }
 
 } // namespace openreg::engine

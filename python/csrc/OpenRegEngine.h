@@ -97,6 +97,13 @@ GemmOperand gemm_matrices(const at::Tensor& t);
 void launch_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
                  const GemmOperand& out, const c10::Scalar& beta, const c10::Scalar& alpha);
 
+// Fills `out` with random op `op` (openreg_engine.h) drawn from Philox with
+// `seed` and `offset` (the generator's; each launch takes a new offset).
+// `probabilities` (BERNOULLI), if defined, is broadcast to out's shape.
+// `args` in float64, or int64 for RANGE (from, count).
+void launch_random(or_random_op op, const at::Tensor& out, const at::Tensor& probabilities,
+                   std::initializer_list<c10::Scalar> args, uint64_t seed, uint64_t offset);
+
 // Raises NotImplementedError ("<op>" not implemented for '<dtype>'), as
 // ATen's dtype dispatch does on CPU, unless `ok`.
 void check_dtype(bool ok, std::string_view op, at::ScalarType dtype);

@@ -2,10 +2,12 @@
 
 #include "OpenRegGenerator.h"
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 
@@ -30,6 +32,12 @@ OpenRegGeneratorImpl::OpenRegGeneratorImpl(c10::DeviceIndex device, uint64_t see
 void OpenRegGeneratorImpl::set_current_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(host_.mutex());
   host_.set_current_seed(seed);
+  philox_offset_ = 0;
+}
+
+std::pair<uint64_t, uint64_t> OpenRegGeneratorImpl::philox_seed_and_offset() {
+  std::lock_guard<std::mutex> lock(host_.mutex());
+  return {host_.current_seed(), philox_offset_++};
 }
 
 void OpenRegGeneratorImpl::set_offset(uint64_t offset) {
@@ -49,17 +57,31 @@ uint64_t OpenRegGeneratorImpl::current_seed() const {
 
 uint64_t OpenRegGeneratorImpl::seed() {
   std::lock_guard<std::mutex> lock(host_.mutex());
+  philox_offset_ = 0;
   return host_.seed();
 }
 
 void OpenRegGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
+  constexpr int64_t offset_bytes = sizeof(uint64_t);
+  const at::Tensor state = at::Tensor::wrap_tensor_impl(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(
+      const_cast<c10::TensorImpl*>(&new_state)));
+  TORCH_CHECK(state.scalar_type() == at::kByte && state.dim() == 1 && state.numel() > offset_bytes,
+              "RNG state must be a torch.ByteTensor of this generator's state size");
+  const at::Tensor host_state = state.narrow(0, 0, state.numel() - offset_bytes).contiguous();
+  uint64_t offset = 0;
+  std::memcpy(&offset, state.contiguous().const_data_ptr<uint8_t>() + host_state.numel(), offset_bytes);
   std::lock_guard<std::mutex> lock(host_.mutex());
-  host_.unsafeGetGeneratorImpl()->set_state(new_state);
+  host_.unsafeGetGeneratorImpl()->set_state(*host_state.unsafeGetTensorImpl());
+  philox_offset_ = offset;
 }
 
 c10::intrusive_ptr<c10::TensorImpl> OpenRegGeneratorImpl::get_state() const {
   std::lock_guard<std::mutex> lock(host_.mutex());
-  return host_.unsafeGetGeneratorImpl()->get_state();
+  const at::Tensor host_state = at::Tensor::wrap_tensor_impl(host_.unsafeGetGeneratorImpl()->get_state());
+  at::Tensor state = at::empty({host_state.numel() + static_cast<int64_t>(sizeof(uint64_t))}, host_state.options());
+  std::memcpy(state.data_ptr<uint8_t>(), host_state.contiguous().const_data_ptr<uint8_t>(), host_state.numel());
+  std::memcpy(state.data_ptr<uint8_t>() + host_state.numel(), &philox_offset_, sizeof(uint64_t));
+  return state.getIntrusivePtr();
 }
 
 c10::DeviceType OpenRegGeneratorImpl::device_type() {
@@ -70,6 +92,7 @@ OpenRegGeneratorImpl* OpenRegGeneratorImpl::clone_impl() const {
   std::lock_guard<std::mutex> lock(host_.mutex());
   auto* copy = new OpenRegGeneratorImpl(device().index());
   copy->host_ = host_.clone();
+  copy->philox_offset_ = philox_offset_;
   return copy;
 }
 

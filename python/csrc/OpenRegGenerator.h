@@ -1,9 +1,12 @@
 // The openreg random number generator (c10::GeneratorImpl), one default per
 // device. CUDA's counterpart is at::CUDAGeneratorImpl.
 //
-// Random ops on openreg tensors run through the CPU fallback, that is, through
-// the CPU kernels, and a CPU kernel only accepts a generator whose device is
-// the CPU. So an openreg generator *owns* a CPU generator (an
+// The device's random kernels (uniform_, normal_, bernoulli_, random_ over a
+// range: the engine's `random`) draw from Philox keyed by the generator's
+// seed, at an offset the generator hands out per launch. The other random
+// ops (randperm, multinomial, ...) run through the CPU fallback, that is,
+// through the CPU kernels, and a CPU kernel only accepts a generator whose
+// device is the CPU. So an openreg generator also *owns* a CPU generator (an
 // at::CPUGeneratorImpl, the mt19937 engine and its state) and forwards every
 // call to it; the fallback hands that CPU generator to the CPU kernel in place
 // of the openreg one (see `host_generator_for`). The openreg generator is
@@ -28,7 +31,8 @@ struct OpenRegGeneratorImpl final : public c10::GeneratorImpl {
   uint64_t get_offset() const override;
   uint64_t current_seed() const override;
   uint64_t seed() override;
-  // The state is the CPU generator's state tensor (a CPU uint8 tensor).
+  // The state is the CPU generator's state tensor (a CPU uint8 tensor)
+  // followed by the 8 bytes of the device kernels' Philox offset.
   void set_state(const c10::TensorImpl& new_state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
 
@@ -39,10 +43,15 @@ struct OpenRegGeneratorImpl final : public c10::GeneratorImpl {
     return host_;
   }
 
+  // For a device kernel: the seed and a fresh Philox offset (each call takes
+  // the next one). Seeding resets the offset to 0, as CUDA's generator does.
+  std::pair<uint64_t, uint64_t> philox_seed_and_offset();
+
  private:
   OpenRegGeneratorImpl* clone_impl() const override;
   // Mutable for its mutex: const queries (current_seed, get_state) lock it too.
   mutable at::Generator host_;
+  uint64_t philox_offset_ = 0; // under host_'s mutex
 };
 
 // The default generator of a device (-1 = current device), created on first use.

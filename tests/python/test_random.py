@@ -1,5 +1,5 @@
-"""Random numbers on openreg devices: reproducible from a seed, state save and restore,
-and independent of CPU's generator and of the other device."""
+"""Random numbers on openreg devices: drawn on the device (Philox), reproducible from a seed,
+state save and restore, independent of CPU's generator and of the other device."""
 
 import pytest
 import torch
@@ -97,3 +97,102 @@ def test_dropout_is_reproducible_from_a_seed(device):
     torch.testing.assert_close(b.cpu(), a.cpu(), rtol=0, atol=0)
     kept = (a.cpu() != 0).float().mean().item()
     assert 0.3 < kept < 0.7
+
+
+DEV = "openreg"
+
+
+def test_random_fills_run_on_the_device():
+    torch.openreg.reset_op_counts()
+    with torch.openreg.fallback_policy("error"):
+        torch.rand(10, device=DEV)
+        torch.randn(10, 3, dtype=torch.float64, device=DEV)
+        torch.randint(0, 7, (10,), device=DEV)
+        torch.empty(10, device=DEV).bernoulli_(0.5)
+        torch.bernoulli(torch.full((10,), 0.5, device=DEV))
+        torch.nn.functional.dropout(torch.ones(10, device=DEV), 0.3)
+        torch.nn.init.kaiming_uniform_(torch.empty(4, 4, device=DEV))
+        torch.openreg.synchronize()
+    counts = torch.openreg.op_counts()
+    assert all(c["fallback"] == 0 for c in counts.values())
+    assert counts["aten::uniform_"]["device"] >= 2 and counts["aten::normal_"]["device"] == 1
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.float16, torch.bfloat16), ids=str)
+def test_distributions(dtype):
+    torch.openreg.manual_seed(5)
+    u = torch.empty(200_000, dtype=dtype, device=DEV).uniform_(-2, 3).cpu().double()
+    assert u.min() >= -2 and u.max() <= 3
+    assert abs(u.mean() - 0.5) < 0.02 and abs(u.std() - 5 / 12**0.5) < 0.02
+    n = torch.empty(200_000, dtype=dtype, device=DEV).normal_(1.5, 2.0).cpu().double()
+    assert abs(n.mean() - 1.5) < 0.03 and abs(n.std() - 2.0) < 0.03
+    assert abs((n - 1.5).abs().gt(2 * 2.0).double().mean() - 0.0455) < 0.003  # the tails of a normal
+    b = torch.empty(200_000, dtype=dtype, device=DEV).bernoulli_(0.25).cpu().double()
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.25) < 0.01
+
+
+def test_bernoulli_with_a_probability_tensor_and_integer_ranges():
+    torch.openreg.manual_seed(6)
+    p = torch.tensor([0.0, 1.0, 0.5]).repeat(50_000).to(DEV)
+    draws = torch.bernoulli(p).cpu().view(-1, 3)
+    assert draws[:, 0].sum() == 0 and draws[:, 1].sum() == 50_000 and abs(draws[:, 2].mean() - 0.5) < 0.01
+    for dtype in (torch.int64, torch.int32, torch.uint8, torch.float32):
+        r = torch.randint(-3 if dtype != torch.uint8 else 0, 9, (100_000,), dtype=dtype, device=DEV).cpu()
+        counts = torch.bincount((r.long() - r.long().min()))
+        assert r.dtype == dtype and counts.numel() == (12 if dtype != torch.uint8 else 9)
+        assert counts.min() > 0.9 * counts.float().mean()
+
+
+def test_values_depend_on_the_seed_and_position_only():
+    # Philox keyed by (seed, offset) at each element's row-major position: the same draw
+    # through a transposed view lands on the same logical positions.
+    torch.openreg.manual_seed(7)
+    a = torch.empty(5, 8, device=DEV).uniform_()
+    torch.openreg.manual_seed(7)
+    b = torch.empty(8, 5, device=DEV).t().uniform_()
+    assert torch.equal(a.cpu(), b.cpu())
+    # and get_rng_state/set_rng_state replay device draws
+    state = torch.openreg.get_rng_state()
+    c = torch.randn(100, device=DEV)
+    torch.openreg.set_rng_state(state)
+    assert torch.equal(torch.randn(100, device=DEV).cpu(), c.cpu())
+
+
+def test_bad_arguments_raise_like_cpu_and_the_device_stays_usable():
+    x = torch.empty(4, device=DEV)
+    with pytest.raises(RuntimeError, match="from=3.*to=1"):
+        x.uniform_(3, 1)
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        x.normal_(0, -1)
+    with pytest.raises(RuntimeError, match=r"p to be in \[0, 1\]"):
+        x.bernoulli_(1.5)
+    with pytest.raises(RuntimeError, match="from=5 >= to=5"):
+        x.random_(5, 5)
+    with pytest.raises(NotImplementedError, match="Long"):
+        torch.empty(3, dtype=torch.long, device=DEV).uniform_()
+    with pytest.raises(RuntimeError, match="openreg"):  # a CPU generator for a device op
+        x.uniform_(generator=torch.Generator())
+    # a probability outside [0, 1] inside a tensor stops the device kernel (as CUDA's assert)
+    with pytest.raises(RuntimeError, match="trapped|random"):
+        torch.bernoulli(torch.tensor([0.5, 2.0], device=DEV)).cpu()
+    assert torch.rand(3, device=DEV).cpu().lt(1).all()
+
+
+def test_a_model_with_dropout_trains_entirely_on_the_device():
+    torch.openreg.manual_seed(8)
+    torch.manual_seed(8)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(0.2),
+                                torch.nn.Linear(32, 2)).to(DEV)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.randn(64, 8, device=DEV), torch.randint(0, 2, (64,), device=DEV)
+    torch.openreg.reset_op_counts()
+    with torch.openreg.fallback_policy("error"):
+        losses = []
+        for _ in range(30):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    assert losses[-1] < losses[0]
+    assert all(c["fallback"] == 0 for c in torch.openreg.op_counts().values())

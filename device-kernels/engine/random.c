@@ -1,0 +1,121 @@
+/*
+ * The random-number engine of `openreg.engine`: one kernel, `random`, that
+ * fills a tensor of any strides from Philox4x32-10 (Salmon et al., "Parallel
+ * random numbers: as easy as 1, 2, 3", SC'11) keyed by the generator's seed,
+ * with the element's row-major position and the launch's offset as the
+ * counter (see or_random in openreg_engine.h).
+ *
+ * Each element takes one Philox block (four 32-bit words) of its own and
+ * uses what it needs: uniform floats take 24 (float32, float16, bfloat16)
+ * or 53 (float64) bits, normals two uniforms through Box-Muller, Bernoulli
+ * draws a 53-bit uniform against p, integer ranges a 64-bit word modulo the
+ * range. Compiled for wasm32 and wasm64 with the rest of the engine.
+ */
+#include "dtype.h"
+
+typedef struct philox_block {
+  uint32_t w[4];
+} philox_block;
+
+static philox_block philox(uint64_t key, uint64_t index, uint64_t offset) {
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = (uint32_t)offset, c3 = (uint32_t)(offset >> 32);
+  for (int round = 0; round < 10; round++) {
+    const uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+    const uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+    const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+    const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0;
+    c1 = (uint32_t)p1;
+    c2 = n2;
+    c3 = (uint32_t)p0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  philox_block b = {{c0, c1, c2, c3}};
+  return b;
+}
+
+/* [0, 1) from 24 or 53 random bits. */
+ALWAYS_INLINE double uniform24(uint32_t r) {
+  return (double)(r >> 8) * 5.9604644775390625e-08; /* 2^-24 */
+}
+
+ALWAYS_INLINE double uniform53(uint32_t hi, uint32_t lo) {
+  const uint64_t bits = ((uint64_t)hi << 21) ^ (lo >> 11);
+  return (double)(bits & (((uint64_t)1 << 53) - 1)) * 1.1102230246251565e-16; /* 2^-53 */
+}
+
+static void draw(const or_random *p, int64_t index, char *out, const char *in) {
+  const philox_block b = philox(p->seed, (uint64_t)index, p->offset);
+  const int wide = p->dtype == OR_F64;
+  switch (p->op) {
+  case OR_RANDOM_UNIFORM: {
+    const double u = wide ? uniform53(b.w[0], b.w[1]) : uniform24(b.w[0]);
+    const double from = p->args[0].f, to = p->args[1].f;
+    store_F64(out, p->dtype, from + u * (to - from));
+    return;
+  }
+  case OR_RANDOM_NORMAL: {
+    /* Box-Muller: u1 in (0, 1] keeps the log finite */
+    const double u1 = 1.0 - uniform53(b.w[0], b.w[1]);
+    const double u2 = uniform53(b.w[2], b.w[3]);
+    const double z = __builtin_sqrt(-2.0 * m_log_f64(u1)) * m_cos_f64(6.283185307179586 * u2);
+    store_F64(out, p->dtype, p->args[0].f + p->args[1].f * z);
+    return;
+  }
+  case OR_RANDOM_BERNOULLI: {
+    const double prob = p->in_dtype ? load_F64(in, p->in_dtype) : p->args[0].f;
+    /* a probability outside [0, 1] stops the kernel, as CUDA's device assert */
+    if (!(prob >= 0.0 && prob <= 1.0)) {
+      TRAP();
+    }
+    store_F64(out, p->dtype, uniform53(b.w[0], b.w[1]) < prob ? 1.0 : 0.0);
+    return;
+  }
+  case OR_RANDOM_RANGE: {
+    const uint64_t r = ((uint64_t)b.w[0] << 32) | b.w[1];
+    const uint64_t n = (uint64_t)p->args[1].i;
+    store_I64(out, p->dtype, (int64_t)((uint64_t)p->args[0].i + r % n));
+    return;
+  }
+  default:
+    TRAP();
+  }
+}
+
+EXPORT(random) void random(const or_random *p) {
+  if (p->op >= OR_RANDOM_COUNT || p->ndim > OR_MAX_DIMS || (p->op == OR_RANDOM_RANGE && p->args[1].i <= 0)) {
+    TRAP();
+  }
+  (void)dtype_size(p->dtype);
+  const uint32_t nd = p->ndim;
+  int64_t total = 1;
+  for (uint32_t d = 0; d < nd; d++) {
+    total *= p->sizes[d];
+  }
+  if (total == 0) {
+    return;
+  }
+  /* Walk out0 in row-major order: the last dimension varies fastest. */
+  int64_t pos[OR_MAX_DIMS] = {0};
+  char *out = device_ptr(p->data[0]);
+  const char *in = p->in_dtype ? device_ptr(p->data[1]) : 0;
+  for (int64_t i = 0; i < total; i++) {
+    draw(p, i, out, in);
+    for (int d = (int)nd - 1; d >= 0; d--) {
+      out += p->strides[0][d];
+      if (in) {
+        in += p->strides[1][d];
+      }
+      if (++pos[d] < p->sizes[d]) {
+        break;
+      }
+      out -= p->strides[0][d] * p->sizes[d];
+      if (in) {
+        in -= p->strides[1][d] * p->sizes[d];
+      }
+      pos[d] = 0;
+    }
+  }
+}
