@@ -511,6 +511,25 @@ typedef struct or_random {
 OR_STATIC_ASSERT(offsetof(or_random, data) == 32 + 8 * OR_MAX_DIMS, "or_random.data");
 OR_STATIC_ASSERT(sizeof(or_random) == 48 + 24 * OR_MAX_DIMS + 8 * OR_MAX_ARGS, "or_random size");
 
+/*
+ * The `softmax` kernel: softmax-like ops along lines, on an or_reduce block
+ * laid out as for scans (dimension 0 the line, nreduce 1) whose `op` is one
+ * of these. Operands: out0 the result; `in` the input (forward) or the
+ * gradient (backward); out1 the forward's output y (backward only, read).
+ */
+#define OR_SOFTMAX_OPS(X)                                                   \
+  X(SOFTMAX)              /* exp(x - max) / sum(exp(x - max)) */           \
+  X(LOG_SOFTMAX)          /* (x - max) - log(sum(exp(x - max))) */         \
+  X(SOFTMAX_BACKWARD)     /* y * (g - sum(g * y)) */                       \
+  X(LOG_SOFTMAX_BACKWARD) /* g - exp(y) * sum(g) */
+
+enum or_softmax_op {
+#define OR_SOFTMAX_ENUM(name) OR_SOFTMAX_##name,
+  OR_SOFTMAX_OPS(OR_SOFTMAX_ENUM)
+#undef OR_SOFTMAX_ENUM
+  OR_SOFTMAX_COUNT
+};
+
 #ifdef __cplusplus
 } /* namespace openreg::engine */
 #endif

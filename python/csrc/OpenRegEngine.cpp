@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include <ATen/Dispatch.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
@@ -37,6 +38,7 @@ constexpr char kNonzero[] = "nonzero";
 constexpr char kPositions[] = "positions";
 constexpr char kGemm[] = "gemm";
 constexpr char kRandom[] = "random";
+constexpr char kSoftmax[] = "softmax";
 
 // Launches one engine kernel with `block` as its parameter block, whose
 // device addresses lie at the byte offsets `pointers`.
@@ -347,6 +349,33 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
   set_operand(block, pointers, npointers, OR_REDUCE_IN, self, self.data_ptr(), device);
   line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &self}}, "scans");
   launch<kReduce>(device.index(), block, pointers.data(), npointers);
+}
+
+void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& y,
+                    int64_t dim) {
+  const bool backward = op == OR_SOFTMAX_SOFTMAX_BACKWARD || op == OR_SOFTMAX_LOG_SOFTMAX_BACKWARD;
+  TORCH_INTERNAL_ASSERT(result.sizes() == input.sizes() && (!backward || y.sizes() == input.sizes()),
+                        "openreg: launch_softmax shapes");
+  if (input.numel() == 0) {
+    return;
+  }
+  const c10::Device device = result.device();
+  dim = at::maybe_wrap_dim(dim, input.dim());
+  or_reduce block{};
+  block.op = op;
+  block.compute = input.scalar_type() == at::kDouble ? OR_COMPUTE_F64 : OR_COMPUTE_F32;
+  block.noutputs = backward ? 2 : 1;
+  std::array<uint32_t, OR_REDUCE_OPERANDS> pointers{};
+  size_t npointers = 0;
+  set_operand(block, pointers, npointers, OR_REDUCE_OUT0, result, result.data_ptr(), device);
+  set_operand(block, pointers, npointers, OR_REDUCE_IN, input, input.data_ptr(), device);
+  if (backward) {
+    set_operand(block, pointers, npointers, OR_REDUCE_OUT1, y, y.data_ptr(), device);
+    line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &input}, {OR_REDUCE_OUT1, &y}}, "softmax");
+  } else {
+    line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &input}}, "softmax");
+  }
+  launch<kSoftmax>(device.index(), block, pointers.data(), npointers);
 }
 
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending) {

@@ -51,6 +51,12 @@ void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializ
 // they are the same tensor.
 void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op);
 
+// Softmax-like op `op` (OR_SOFTMAX_*) along `dim` (negative counts from the end) into `result`:
+// forward ops read `input`; backward ops read the gradient `input` and the
+// forward's output `y`. All of one shape; floating dtypes.
+void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& y,
+                    int64_t dim);
+
 // Sorts `values` in place along `dim` (stable; NaN above every number) and
 // writes each element's original position into `indices` (int64, same shape).
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending);

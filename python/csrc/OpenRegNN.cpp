@@ -1,10 +1,11 @@
-// Neural-network ops written with device ops: softmax and log_softmax with
-// their backward ops; nll_loss (so cross_entropy with class indices) with
-// its backward, for 2-d (nll_loss) and spatial (nll_loss2d) inputs; layer
-// and batch normalization with their backward ops; the dense embedding
-// gradient and max_norm renormalization; dropout's backward; isposinf/isneginf;
-// 1-d and 2-d convolution (im2col and the engine's GEMM) and max pooling,
-// with their backward ops. ATen's meta functions check the arguments and allocate
+// Neural-network ops. Softmax and log_softmax with their backward ops run
+// the engine's `softmax` kernel (one launch each). The others are written
+// with device ops: nll_loss (so cross_entropy with class indices) with its
+// backward, for 2-d (nll_loss) and spatial (nll_loss2d) inputs; layer and
+// batch normalization with their backward ops; the dense embedding gradient
+// and max_norm renormalization; dropout's backward; isposinf/isneginf; 1-d
+// and 2-d convolution (im2col and the engine's GEMM) and max pooling, with
+// their backward ops. ATen's meta functions check the arguments and allocate
 // the outputs as for CPU; the values come from reductions, elementwise ops,
 // gather and scatter on the device engine, each dispatched (and counted) on
 // its own. float16 and bfloat16 inputs compute in float32, as CPU's opmath.
@@ -50,25 +51,6 @@ void check_floating(const Tensor& t, const char* op) {
   engine::check_dtype(at::isFloatingType(t.scalar_type()), op, t.scalar_type());
 }
 
-// softmax (log_softmax when `log`) of `self` along `dim` into `out`:
-// exp(x - max) / sum(exp(x - max)), or (x - max) - log(sum(exp(x - max))).
-void softmax_into(const Tensor& out, const Tensor& self, int64_t dim, bool log) {
-  if (self.numel() == 0) {
-    return;
-  }
-  const Tensor x = in_opmath(self);
-  const int64_t d = at::maybe_wrap_dim(dim, x.dim());
-  Tensor shifted = x - x.amax(d, /*keepdim=*/true);
-  Tensor result;
-  if (log) {
-    result = shifted.sub_(shifted.exp().sum(d, /*keepdim=*/true).log_());
-  } else {
-    result = shifted.exp_();
-    result.div_(result.sum(d, /*keepdim=*/true));
-  }
-  out.copy_(result);
-}
-
 template <class Op, bool Log, class Meta>
 Tensor softmax_entry(const Tensor& self, int64_t dim, bool half_to_float) {
   if (!structured::engine_handles(self)) {
@@ -77,7 +59,8 @@ Tensor softmax_entry(const Tensor& self, int64_t dim, bool half_to_float) {
   check_floating(self, Log ? "log_softmax" : "softmax");
   Functional<Meta> op;
   op.meta(self, dim, half_to_float);
-  softmax_into(op.outputs_[0], self, dim, Log);
+  engine::launch_softmax(Log ? engine::OR_SOFTMAX_LOG_SOFTMAX : engine::OR_SOFTMAX_SOFTMAX, op.outputs_[0], self,
+                         Tensor(), dim);
   return std::move(op.outputs_[0]);
 }
 
@@ -91,19 +74,8 @@ Tensor softmax_backward_entry(const Tensor& grad_output, const Tensor& output, i
   check_floating(output, Log ? "log_softmax_backward" : "softmax_backward");
   Functional<Meta> op;
   op.meta(grad_output, output, dim, input_dtype);
-  const Tensor& grad_input = op.outputs_[0];
-  if (grad_input.numel() == 0) {
-    return std::move(op.outputs_[0]);
-  }
-  const Tensor g = in_opmath(grad_output);
-  const Tensor y = in_opmath(output);
-  const int64_t d = at::maybe_wrap_dim(dim, y.dim());
-  if (Log) {
-    grad_input.copy_(g - y.exp() * g.sum(d, /*keepdim=*/true));
-  } else {
-    const Tensor gy = g * y;
-    grad_input.copy_(gy - y * gy.sum(d, /*keepdim=*/true));
-  }
+  engine::launch_softmax(Log ? engine::OR_SOFTMAX_LOG_SOFTMAX_BACKWARD : engine::OR_SOFTMAX_SOFTMAX_BACKWARD,
+                         op.outputs_[0], grad_output, output, dim);
   return std::move(op.outputs_[0]);
 }
 

@@ -1,0 +1,138 @@
+/*
+ * Softmax along lines (`softmax` kernel, or_softmax_op in openreg_engine.h):
+ * one line at a time, in chunks of OR_CHUNK elements converted to the
+ * compute type (float for float32, float16 and bfloat16; double for
+ * float64), so lines of any length, stride and dtype take the same loops.
+ *
+ * Forward: a pass for the line's maximum, one that sums exp(x - max) (and,
+ * for softmax, writes it when out0 holds the compute type), one that writes
+ * the result. Backward: a pass for the sum, one for the result. Maxima and
+ * sums run in four lanes (element i in lane i % 4, sums in double) that
+ * combine in a fixed order: the result depends only on the line, not on how
+ * lines are split. Compiled for wasm32 and wasm64 with the rest of the engine.
+ */
+#include "dtype.h"
+
+#define OR_DEFINE_SOFTMAX(C, T, EXP, LOG)                                                              \
+  static void line_##C(const or_reduce *p, const char *in, const char *y, char *out) {              \
+    const int64_t n = p->sizes[0];                                                                   \
+    const int64_t si = p->strides[OR_REDUCE_IN][0], so = p->strides[OR_REDUCE_OUT0][0];              \
+    const int64_t sy = p->strides[OR_REDUCE_OUT1][0];                                                \
+    const uint32_t di = p->dtypes[OR_REDUCE_IN], dout = p->dtypes[OR_REDUCE_OUT0];                   \
+    const uint32_t dy = p->dtypes[OR_REDUCE_OUT1];                                                   \
+    T a[OR_CHUNK], b[OR_CHUNK];                                                                      \
+    const int forward = p->op == OR_SOFTMAX_SOFTMAX || p->op == OR_SOFTMAX_LOG_SOFTMAX;              \
+    /* four independent maxima and sums (element j goes to lane j % 4), so     \
+     * the loops vectorize; lanes combine in a fixed order */                    \
+    T mx[4] = {-(T)__builtin_inf(), -(T)__builtin_inf(), -(T)__builtin_inf(), -(T)__builtin_inf()};  \
+    double sums[4] = {0.0, 0.0, 0.0, 0.0};                                                           \
+    if (forward) {                                                                                   \
+      for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                    \
+        const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                       \
+        load_row_##C(a, in + k * si, si, di, m);                                                     \
+        for (int64_t j = m; j < ((m + 3) & ~(int64_t)3); j++) a[j] = -(T)__builtin_inf();            \
+        for (int64_t j = 0; j < m; j += 4) {                                                         \
+          for (int l = 0; l < 4; l++) mx[l] = (a[j + l] > mx[l] || a[j + l] != a[j + l]) ? a[j + l] : mx[l]; \
+        }                                                                                            \
+      }                                                                                              \
+    }                                                                                                \
+    T max = mx[0];                                                                                   \
+    for (int l = 1; l < 4; l++) max = (mx[l] > max || mx[l] != mx[l]) ? mx[l] : max;                 \
+    /* softmax writes exp(x - max) on its way when out0 holds the compute type */                    \
+    const int keep = p->op == OR_SOFTMAX_SOFTMAX && dout == NATIVE_##C;                             \
+    for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                      \
+      const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                         \
+      load_row_##C(a, in + k * si, si, di, m);                                                       \
+      if (forward) {                                                                                 \
+        for (int64_t j = 0; j < m; j++) a[j] = EXP(a[j] - max);                                      \
+        if (keep) store_row_##C(out + k * so, so, dout, a, m);                                       \
+      } else if (p->op == OR_SOFTMAX_SOFTMAX_BACKWARD) {                                             \
+        load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
+        for (int64_t j = 0; j < m; j++) a[j] = a[j] * b[j];                                          \
+      }                                                                                              \
+      for (int64_t j = m; j < ((m + 3) & ~(int64_t)3); j++) a[j] = (T)0;                              \
+      for (int64_t j = 0; j < m; j += 4) {                                                           \
+        for (int l = 0; l < 4; l++) sums[l] += (double)a[j + l];                                     \
+      }                                                                                              \
+    }                                                                                                \
+    const T total = (T)((sums[0] + sums[1]) + (sums[2] + sums[3]));                                  \
+    const T log_total = LOG(total);                                                                  \
+    const T scale = (T)1 / total;                                                                    \
+    for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                      \
+      const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                         \
+      switch (p->op) {                                                                               \
+      case OR_SOFTMAX_SOFTMAX:                                                                       \
+        if (keep) {                                                                                  \
+          load_row_##C(a, out + k * so, so, dout, m);                                                \
+        } else {                                                                                     \
+          load_row_##C(a, in + k * si, si, di, m);                                                   \
+          for (int64_t j = 0; j < m; j++) a[j] = EXP(a[j] - max);                                    \
+        }                                                                                            \
+        for (int64_t j = 0; j < m; j++) a[j] = a[j] * scale;                                         \
+        break;                                                                                       \
+      case OR_SOFTMAX_LOG_SOFTMAX:                                                                   \
+        load_row_##C(a, in + k * si, si, di, m);                                                     \
+        for (int64_t j = 0; j < m; j++) a[j] = (a[j] - max) - log_total;                             \
+        break;                                                                                       \
+      case OR_SOFTMAX_SOFTMAX_BACKWARD:                                                              \
+        load_row_##C(a, in + k * si, si, di, m);                                                     \
+        load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
+        for (int64_t j = 0; j < m; j++) a[j] = b[j] * (a[j] - total);                                \
+        break;                                                                                       \
+      default: /* LOG_SOFTMAX_BACKWARD */                                                            \
+        load_row_##C(a, in + k * si, si, di, m);                                                     \
+        load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
+        for (int64_t j = 0; j < m; j++) a[j] = a[j] - EXP(b[j]) * total;                             \
+        break;                                                                                       \
+      }                                                                                              \
+      store_row_##C(out + k * so, so, dout, a, m);                                                   \
+    }                                                                                                \
+  }
+
+OR_DEFINE_SOFTMAX(F32, float, m_exp_f32, m_log_f32)
+OR_DEFINE_SOFTMAX(F64, double, m_exp_f64, m_log_f64)
+
+EXPORT(softmax) void softmax(const or_reduce *p) {
+  if (p->op >= OR_SOFTMAX_COUNT || p->ndim > OR_MAX_DIMS || p->ndim < 1 || p->nreduce != 1 ||
+      (p->compute != OR_COMPUTE_F32 && p->compute != OR_COMPUTE_F64)) {
+    TRAP();
+  }
+  const int backward = p->op == OR_SOFTMAX_SOFTMAX_BACKWARD || p->op == OR_SOFTMAX_LOG_SOFTMAX_BACKWARD;
+  (void)dtype_size(p->dtypes[OR_REDUCE_IN]);
+  (void)dtype_size(p->dtypes[OR_REDUCE_OUT0]);
+  if (backward) {
+    (void)dtype_size(p->dtypes[OR_REDUCE_OUT1]);
+  }
+  for (uint32_t d = 0; d < p->ndim; d++) {
+    if (p->sizes[d] <= 0) {
+      return;
+    }
+  }
+  const char *in = device_ptr(p->data[OR_REDUCE_IN]);
+  const char *y = backward ? device_ptr(p->data[OR_REDUCE_OUT1]) : in;
+  char *out = device_ptr(p->data[OR_REDUCE_OUT0]);
+  int64_t counter[OR_MAX_DIMS] = {0};
+  for (;;) {
+    if (p->compute == OR_COMPUTE_F32) {
+      line_F32(p, in, y, out);
+    } else {
+      line_F64(p, in, y, out);
+    }
+    uint32_t d = 1;
+    for (; d < p->ndim; d++) {
+      in += p->strides[OR_REDUCE_IN][d];
+      out += p->strides[OR_REDUCE_OUT0][d];
+      y += backward ? p->strides[OR_REDUCE_OUT1][d] : 0;
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      in -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
+      out -= p->strides[OR_REDUCE_OUT0][d] * p->sizes[d];
+      y -= backward ? p->strides[OR_REDUCE_OUT1][d] * p->sizes[d] : 0;
+      counter[d] = 0;
+    }
+    if (d >= p->ndim) {
+      return;
+    }
+  }
+}
