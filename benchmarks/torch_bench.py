@@ -142,6 +142,19 @@ def mlp(device, reps=15):
     return timed(step, reps)
 
 
+def training_steps(device, model, opt, loss, x, y, reps):
+    """Times `reps` synchronized training steps (zero_grad, loss(model(x), y), backward, step)."""
+
+    def step():
+        opt.zero_grad()
+        loss(model(x), y).backward()
+        opt.step()
+        sync(device)
+
+    step()
+    return timed(step, reps)
+
+
 def adam_step(device, reps=30):
     """One training step of the `make demo` model (3-64-64-1, tanh, mse_loss, Adam), batch 512."""
     torch.manual_seed(0)
@@ -149,15 +162,7 @@ def adam_step(device, reps=30):
                                 torch.nn.Linear(64, 1)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     x, y = torch.randn(512, 3).to(device), torch.randn(512, 1).to(device)
-
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-        sync(device)
-
-    step()
-    return timed(step, reps)
+    return training_steps(device, model, opt, torch.nn.functional.mse_loss, x, y, reps)
 
 
 # Matrix products and the ops of a classifier's step (issue #7): (name, make, op, flops).
@@ -202,15 +207,7 @@ def cnn_step(device, reps=10):
                           nn.Flatten(), nn.Linear(32 * 8 * 8, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.randn(16, 3, 32, 32).to(device), torch.randint(0, 10, (16,)).to(device)
-
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-        sync(device)
-
-    step()
-    return timed(step, reps)
+    return training_steps(device, model, opt, torch.nn.functional.cross_entropy, x, y, reps)
 
 
 def transformer_step(device, reps=10):
@@ -219,15 +216,7 @@ def transformer_step(device, reps=10):
     layer = torch.nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True).to(device)
     opt = torch.optim.AdamW(layer.parameters(), lr=1e-3)
     x = torch.randn(8, 64, 128).to(device)
-
-    def step():
-        opt.zero_grad()
-        layer(x).square().mean().backward()
-        opt.step()
-        sync(device)
-
-    step()
-    return timed(step, reps)
+    return training_steps(device, layer, opt, lambda out, _: out.square().mean(), x, None, reps)
 
 
 def training_row(name, t_or, t_cpu, flops):

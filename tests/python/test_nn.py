@@ -28,6 +28,23 @@ def _forward_backward(fn, x, *rest, dtype):
     torch.testing.assert_close(grad_dev, grad_cpu, equal_nan=True, **_tolerance(dtype))
 
 
+def _train(device, make_model, make_opt, x, y, steps):
+    """Losses of `steps` cross_entropy training steps on `device`; the fallback refused on openreg."""
+    torch.manual_seed(0)
+    model = make_model().to(device)
+    opt = make_opt(model.parameters())
+    x, y = x.to(device), y.to(device)
+    losses = []
+    with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return losses
+
+
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16), ids=str)
 @pytest.mark.parametrize("dim", (0, 1, -1))
 def test_softmax_and_log_softmax(dtype, dim):
@@ -113,24 +130,16 @@ def test_bad_targets_raise_and_the_device_stays_usable():
 
 
 def test_a_classifier_trains_on_the_device_as_on_cpu():
-    def run(device):
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(device)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        g = torch.Generator().manual_seed(1)
-        x = torch.randn(64, 10, generator=g).to(device)
-        y = torch.randint(0, 4, (64,), generator=g).to(device)
-        losses = []
-        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
-            for _ in range(20):
-                opt.zero_grad()
-                loss = F.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
-                losses.append(loss.item())
-        return losses
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(64, 10, generator=g), torch.randint(0, 4, (64,), generator=g)
 
-    cpu, dev = run("cpu"), run(DEV)
+    def make_model():
+        return torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+    def make_opt(params):
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+
+    cpu, dev = (_train(d, make_model, make_opt, x, y, 20) for d in ("cpu", DEV))
     assert dev[-1] < dev[0] * 0.8
     torch.testing.assert_close(torch.tensor(dev), torch.tensor(cpu), rtol=1e-4, atol=1e-5)
 
@@ -275,25 +284,18 @@ def test_max_pool2d(kw):
 
 
 def test_a_cnn_trains_on_the_device_as_on_cpu():
-    def run(device):
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(6, 3, 8, 8, generator=g), torch.randint(0, 5, (6,), generator=g)
+
+    def make_model():
+        return torch.nn.Sequential(
             torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
             torch.nn.Conv2d(8, 8, 3, padding=1, groups=2), torch.nn.ReLU(), torch.nn.Flatten(),
-            torch.nn.Linear(8 * 4 * 4, 5)).to(device)
-        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-        g = torch.Generator().manual_seed(1)
-        x, y = torch.randn(6, 3, 8, 8, generator=g).to(device), torch.randint(0, 5, (6,), generator=g).to(device)
-        losses = []
-        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
-            for _ in range(10):
-                opt.zero_grad()
-                loss = F.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
-                losses.append(loss.item())
-        return losses
+            torch.nn.Linear(8 * 4 * 4, 5))
 
-    cpu, dev = run("cpu"), run(DEV)
+    def make_opt(params):
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9)
+
+    cpu, dev = (_train(d, make_model, make_opt, x, y, 10) for d in ("cpu", DEV))
     assert dev[-1] < dev[0]
     torch.testing.assert_close(torch.tensor(dev), torch.tensor(cpu), rtol=1e-4, atol=1e-4)
