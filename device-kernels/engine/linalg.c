@@ -215,13 +215,24 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
       for (int64_t i = 0; i < m; i++) y[i] = dot_##C(a + i * rsa, csa, dtype, x, k);                            \
       return;                                                                                                   \
     }                                                                                                           \
-    /* columns are: y += a[:, p] * x[p], p ascending */                                                         \
+    /* columns are: y += a[:, p] * x[p], p ascending (four columns per pass                                    \
+     * when they are read in place: the same additions, in the same order) */                                   \
     T line[OR_CHUNK];                                                                                           \
+    const int direct = dtype == NATIVE_##C && rsa == (int64_t)sizeof(T);                                        \
     for (int64_t i = 0; i < m; i++) y[i] = (T)0;                                                                \
     for (int64_t i0 = 0; i0 < m; i0 += OR_CHUNK) {                                                              \
       const int64_t len = min_i64(OR_CHUNK, m - i0);                                                            \
       T *yc = y + i0;                                                                                           \
-      for (int64_t p = 0; p < k; p++) {                                                                         \
+      int64_t p = 0;                                                                                            \
+      for (; direct && p + 4 <= k; p += 4) {                                                                    \
+        const T *c0 = (const T *)(a + i0 * rsa + p * csa);                                                      \
+        const T *c1 = (const T *)((const char *)c0 + csa);                                                      \
+        const T *c2 = (const T *)((const char *)c1 + csa);                                                      \
+        const T *c3 = (const T *)((const char *)c2 + csa);                                                      \
+        const T x0 = x[p], x1 = x[p + 1], x2 = x[p + 2], x3 = x[p + 3];                                         \
+        for (int64_t i = 0; i < len; i++) yc[i] = (((yc[i] + c0[i] * x0) + c1[i] * x1) + c2[i] * x2) + c3[i] * x3; \
+      }                                                                                                         \
+      for (; p < k; p++) {                                                                                      \
         gather_##C(line, a + i0 * rsa + p * csa, rsa, dtype, len);                                              \
         const T xp = x[p];                                                                                      \
         for (int64_t i = 0; i < len; i++) yc[i] = yc[i] + line[i] * xp;                                         \

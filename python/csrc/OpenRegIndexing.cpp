@@ -490,6 +490,37 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
   return self_b->index({*mask_b});
 }
 
+// self's elements where mask (broadcast to self) is true take source's
+// first elements, in row-major order: the mask's nonzero positions, then a
+// put, both on the device.
+Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) {
+  using Op = at::_ops::masked_scatter_;
+  if (!engine_handles(self, mask, source)) {
+    return fallback<Op>(self, mask, source);
+  }
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
+              source.scalar_type());
+  openreg::count_op(counted_name<Op>(), true);
+  const Tensor positions = at::nonzero(mask.expand(self.sizes()));
+  const int64_t count = positions.size(0);
+  TORCH_CHECK(source.numel() >= count, "Number of elements of source < number of ones in mask");
+  if (count == 0) {
+    return self;
+  }
+  const Tensor values = source.reshape({-1}).narrow(0, 0, count);
+  if (self.dim() == 0) {
+    return self.copy_(values.reshape({}));
+  }
+  c10::List<std::optional<Tensor>> indices;
+  for (const Tensor& column : positions.unbind(1)) {
+    indices.push_back(column);
+  }
+  return self.index_put_(indices, values);
+}
+
 // cat: ATen's meta checks shapes and picks the result's dtype and memory
 // format; each input is then copied into its slice on the device (copy_
 // converts dtypes there).
@@ -626,6 +657,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(nonzero));
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
   m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
 }

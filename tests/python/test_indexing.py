@@ -171,3 +171,27 @@ def test_ops_built_on_these_stay_on_the_device():
     _same(both, torch.where(x.cpu() > 0, x.cpu(), 0).repeat(2, 1))
     counts = torch.openreg.op_counts()
     assert all(c.get("fallback", 0) == 0 for c in counts.values()), counts
+
+
+def test_masked_scatter_on_the_device():
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(4, 5, generator=g)
+    source = torch.arange(40.0).view(8, 5)
+    masks = [torch.rand(4, 5, generator=g) > 0.5, torch.tensor([True, False, True, False, True]),  # broadcast
+             torch.zeros(4, 5, dtype=torch.bool), torch.ones(4, 5, dtype=torch.bool)]
+    for mask in masks:
+        expected = x.clone().masked_scatter_(mask, source)
+        with torch.openreg.fallback_policy("error"):
+            actual = x.to("openreg").masked_scatter_(mask.to("openreg"), source.to("openreg"))
+            functional = torch.masked_scatter(x.to("openreg"), mask.to("openreg"), source.to("openreg"))
+        torch.testing.assert_close(actual.cpu(), expected)
+        torch.testing.assert_close(functional.cpu(), expected)
+    d = torch.zeros(2, 3, device="openreg")
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):
+        d.masked_scatter_(torch.ones(2, 3, dtype=torch.long, device="openreg"), torch.ones(6, device="openreg"))
+    with pytest.raises(RuntimeError, match="source < number of ones"):
+        d.masked_scatter_(torch.ones(2, 3, dtype=torch.bool, device="openreg"), torch.ones(5, device="openreg"))
+    with pytest.raises(RuntimeError, match="same dtypes"):
+        d.masked_scatter_(torch.ones(2, 3, dtype=torch.bool, device="openreg"),
+                          torch.ones(6, dtype=torch.float64, device="openreg"))
+    assert torch.equal(d.cpu(), torch.zeros(2, 3))

@@ -56,7 +56,7 @@ DEVICE = {
     # indexing and data movement
     "cat", "stack", "hstack", "vstack", "flip", "fliplr", "flipud", "roll", "tril", "triu", "repeat", "arange",
     "linspace", "eye", "gather", "scatter", "scatter_add", "index_select", "index_add", "index_fill", "index_put",
-    "__getitem__", "masked_select", "nonzero", "take_along_dim",
+    "__getitem__", "masked_select", "masked_scatter", "nonzero", "take_along_dim",
     # linear algebra
     "mm", "addmm", "addmm.decomposed", "bmm", "baddbmm", "addmv", "mv", "dot", "vdot", "inner", "matmul",
     "nn.functional.linear", "tensordot", "einsum", "linalg.multi_dot", "nn.functional.bilinear",
