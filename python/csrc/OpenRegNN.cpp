@@ -47,6 +47,10 @@ Tensor in_opmath(const Tensor& t) {
   return t.scalar_type() == opmath(t.scalar_type()) ? t : t.to(opmath(t.scalar_type()));
 }
 
+bool defined(const std::optional<Tensor>& t) {
+  return t.has_value() && t->defined();
+}
+
 void check_floating(const Tensor& t, const char* op) {
   engine::check_dtype(at::isFloatingType(t.scalar_type()), op, t.scalar_type());
 }
@@ -102,9 +106,8 @@ Picks picks(const Tensor& self, const Tensor& target, const std::optional<Tensor
   p.valid = t.ne(ignore_index);
   const Tensor safe = at::where(p.valid, t, 0);
   p.safe = safe.unsqueeze(1);
-  if (weight.has_value() && weight->defined()) {
-    const Tensor zero = at::zeros({}, t.options().dtype(dtype));
-    p.weight = at::where(p.valid, in_opmath(*weight).index_select(0, safe.reshape({-1})).view(t.sizes()), zero);
+  if (defined(weight)) {
+    p.weight = at::where(p.valid, in_opmath(*weight).index_select(0, safe.reshape({-1})).view(t.sizes()), 0);
   } else {
     p.weight = p.valid.to(dtype);
   }
@@ -125,8 +128,7 @@ void nll_loss_values(const Tensor& self, const Tensor& target, const std::option
   }
   const Picks p = picks(self, target, weight, ignore_index, dtype);
   const Tensor x = in_opmath(with_rows(self));
-  const Tensor zero = at::zeros({}, x.options());
-  const Tensor losses = at::where(p.valid, x.gather(1, p.safe).squeeze(1).mul(p.weight).neg(), zero);
+  const Tensor losses = at::where(p.valid, x.gather(1, p.safe).squeeze(1).mul(p.weight).neg(), 0);
   if (reduction == at::Reduction::None && self.dim() >= 2) {
     output.copy_(losses);
     total_weight.zero_();
@@ -157,8 +159,7 @@ void nll_loss_grad(const Tensor& grad_output, const Tensor& self, const Tensor& 
       g = g / in_opmath(total_weight);
     }
   }
-  const Tensor zero = at::zeros({}, g.options());
-  Tensor values = at::where(p.valid, p.weight.mul(g).neg(), zero).unsqueeze(1);
+  Tensor values = at::where(p.valid, p.weight.mul(g).neg(), 0).unsqueeze(1);
   if (values.scalar_type() != grad_input.scalar_type()) {
     values = values.to(grad_input.scalar_type());
   }
@@ -166,7 +167,7 @@ void nll_loss_grad(const Tensor& grad_output, const Tensor& self, const Tensor& 
 }
 
 at::OptionalTensorRef optional_ref(const std::optional<Tensor>& t) {
-  return t.has_value() && t->defined() ? at::OptionalTensorRef(*t) : at::OptionalTensorRef();
+  return defined(t) ? at::OptionalTensorRef(*t) : at::OptionalTensorRef();
 }
 
 std::tuple<Tensor, Tensor> nll_loss_forward_kernel(const Tensor& self, const Tensor& target,
@@ -255,15 +256,11 @@ std::vector<int64_t> reduced_dims_except(int64_t ndim, int64_t keep) {
 // comes with float32 parameters (CPU's "mixed type"), else the input's.
 at::ScalarType stats_dtype(const Tensor& input, std::initializer_list<const std::optional<Tensor>*> params) {
   for (const auto* param : params) {
-    if (param->has_value() && (*param)->defined() && (*param)->scalar_type() != input.scalar_type()) {
+    if (defined(*param) && (*param)->scalar_type() != input.scalar_type()) {
       return opmath(input.scalar_type());
     }
   }
   return input.scalar_type();
-}
-
-bool defined(const std::optional<Tensor>& t) {
-  return t.has_value() && t->defined();
 }
 
 // y = (x - mean) * rstd * weight + bias over the last dimensions
@@ -456,7 +453,7 @@ Tensor embedding_dense_backward_kernel(const Tensor& grad_output, const Tensor& 
   const Tensor idx = indices.reshape({-1});
   Tensor g = grad_output.reshape({-1, D});
   if (padding_idx >= 0) {
-    g = at::where(idx.ne(padding_idx).unsqueeze(1), g, at::zeros({}, g.options()));
+    g = at::where(idx.ne(padding_idx).unsqueeze(1), g, 0);
   }
   if (scale_grad_by_freq) {
     const Tensor counts = at::zeros({num_weights}, idx.options().dtype(at::kLong))
@@ -628,7 +625,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_kernel(
   const Tensor grad = (c.one_d ? grad_output.unsqueeze(2) : grad_output).reshape({N, g, O / g, P});
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[2]) {
-    grad_bias = grad.sum({0, 1 + 2}).reshape({O}); // over samples and positions
+    grad_bias = grad.sum({0, 3}).reshape({O}); // over samples and positions
   }
   if (output_mask[1]) {
     const Tensor cols = im2col(pad2d(c.input, c.padding), g, kh, kw, c.stride, c.dilation, c.oh, c.ow);
