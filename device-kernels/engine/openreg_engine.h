@@ -499,7 +499,7 @@ typedef struct or_random {
   uint32_t op;       /* enum or_random_op */
   uint32_t dtype;    /* out0's */
   uint32_t ndim;     /* 0..OR_MAX_DIMS, logical order (dimension 0 outermost) */
-  uint32_t in_dtype; /* BERNOULLI with a probability tensor: its dtype, else 0 */
+  uint32_t in_dtype; /* BERNOULLI with a probability tensor: its (floating, so nonzero) dtype, else 0 */
   uint64_t seed;
   uint64_t offset;
   int64_t sizes[OR_MAX_DIMS];

@@ -81,6 +81,7 @@ Tensor& bernoulli_tensor_kernel(Tensor& self, const Tensor& p, std::optional<at:
   if (!structured::engine_handles(self, p)) {
     return structured::fallback<at::_ops::bernoulli__Tensor>(self, p, generator);
   }
+  engine::check_dtype(at::isFloatingType(p.scalar_type()), "bernoulli_tensor_cpu_p_", p.scalar_type());
   TORCH_CHECK(at::is_expandable_to(p.sizes(), self.sizes()), "bernoulli_: probability tensor of shape ", p.sizes(),
               " cannot be broadcast to ", self.sizes());
   count<at::_ops::bernoulli__Tensor>();

@@ -170,6 +170,8 @@ def test_bad_arguments_raise_like_cpu_and_the_device_stays_usable():
         x.random_(5, 5)
     with pytest.raises(NotImplementedError, match="Long"):
         torch.empty(3, dtype=torch.long, device=DEV).uniform_()
+    with pytest.raises(NotImplementedError, match="Byte"):  # probabilities are floats, as on CPU
+        x.bernoulli_(torch.ones(4, dtype=torch.uint8, device=DEV))
     with pytest.raises(RuntimeError, match="openreg"):  # a CPU generator for a device op
         x.uniform_(generator=torch.Generator())
     # a probability outside [0, 1] inside a tensor stops the device kernel (as CUDA's assert)
