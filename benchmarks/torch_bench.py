@@ -348,8 +348,8 @@ def main():
         old = open(args.markdown).read() if os.path.exists(args.markdown) else ""
         section = (f"{begin}\nMeasured by `make bench` (`benchmarks/torch_bench.py`, the release build `make demo` "
                    f"installs) with torch {torch.__version__} on {platform.processor() or platform.machine()}, "
-                   f"{os.cpu_count()} cores; torch CPU threads: {torch.get_num_threads()}, openreg: one executor thread "
-                   f"per device.\n\n{text}{end}")
+                   f"{os.cpu_count()} cores; torch CPU threads: {torch.get_num_threads()}, openreg: "
+                   f"{torch.openreg.get_device_properties(0).workers} workers per device.\n\n{text}{end}")
         if begin in old and end in old:
             new = old[:old.index(begin)] + section + old[old.index(end) + len(end):]
         else:

@@ -20,6 +20,57 @@ ALWAYS_INLINE char *device_ptr(uint64_t offset) {
   return (char *)(usize)offset;
 }
 
+/* ---- parallel launches ----
+ * Every kernel takes (params, worker, workers): a parallel launch calls it
+ * once on each of the device's workers at once (wit/kernels.wit,
+ * `worker-index`), a plain launch with (0, 1). Each call restricts the
+ * iteration box to its part and writes only there. Parts are cut from the
+ * problem alone, and every element is computed the same way whichever part
+ * holds it, so results are bit-identical for any worker count. */
+
+/* Checks a call's worker arguments. */
+ALWAYS_INLINE void check_worker(int32_t worker, int32_t workers) {
+  if (workers < 1 || worker < 0 || worker >= workers) {
+    TRAP();
+  }
+}
+
+/* Worker `worker` of `workers` takes items [*lo, *hi) of n: even,
+ * contiguous ranges whose bounds are multiples of `align` (but n). */
+ALWAYS_INLINE void split_range(int64_t n, int64_t align, int32_t worker, int32_t workers, int64_t *lo, int64_t *hi) {
+  const int64_t units = (n + align - 1) / align;
+  const int64_t a = units * worker / workers * align, b = units * (worker + 1) / workers * align;
+  *lo = a < n ? a : n;
+  *hi = b < n ? b : n;
+}
+
+/* The dimension of [from, to) to split a box along: the largest, the
+ * outermost of equals (so that parts are few contiguous runs). */
+ALWAYS_INLINE uint32_t split_dim(const int64_t *sizes, uint32_t from, uint32_t to) {
+  uint32_t best = from;
+  for (uint32_t d = from + 1; d < to; d++) {
+    if (sizes[d] >= sizes[best]) {
+      best = d;
+    }
+  }
+  return best;
+}
+
+/* Restricts dimension `d` of a parameter block's box (its `sizes`, `data`
+ * and per-operand `strides`) to this worker's part, for `nops` operands;
+ * evaluates to 0 when the part is empty. Elements along dimension 0 go in
+ * runs of 16 (whole vectors and cache lines), others one by one. */
+#define RESTRICT_BOX(q, nops, d, worker, workers)                                             \
+  __extension__({                                                                            \
+    int64_t lo_, hi_;                                                                        \
+    split_range((q).sizes[d], (d) == 0 ? 16 : 1, worker, workers, &lo_, &hi_);              \
+    for (uint32_t k_ = 0; k_ < (nops); k_++) {                                               \
+      (q).data[k_] += (uint64_t)(lo_ * (q).strides[k_][d]);                                  \
+    }                                                                                        \
+    (q).sizes[d] = hi_ - lo_;                                                                \
+    hi_ > lo_;                                                                               \
+  })
+
 /* ---- float16 and bfloat16, round to nearest even ----
  * Branch-free (every case computed, one selected), so that clang vectorizes
  * the conversion loops below. */

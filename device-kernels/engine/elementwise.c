@@ -687,10 +687,16 @@ static void walk(const or_elementwise *p, or_row row, or_row spread, char **base
   }
 }
 
-EXPORT(elementwise) void elementwise(const or_elementwise *p) {
+EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  or_elementwise part = *params;
+  const or_elementwise *p = &part;
   if (p->op >= OR_OP_COUNT || p->compute >= OR_COMPUTE_COUNT || p->ndim < 1 || p->ndim > OR_MAX_DIMS ||
       p->ntensors < 1 || p->ntensors > OR_MAX_OPERANDS) {
     TRAP();
+  }
+  if (workers > 1 && !RESTRICT_BOX(part, part.ntensors, split_dim(part.sizes, 0, part.ndim), worker, workers)) {
+    return;
   }
   const or_loops *loops = &LOOPS[p->op][p->compute];
   if (p->ntensors != loops->arity + 1) {

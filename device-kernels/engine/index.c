@@ -90,7 +90,10 @@ static void index_element(const or_index *p, char *const *ptr, uint32_t same_siz
   }
 }
 
-EXPORT(index) void index(const or_index *p) {
+EXPORT(index) void index(const or_index *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  or_index part = *params;
+  const or_index *p = &part;
   if (p->op >= OR_INDEX_COUNT || p->ndim < 1 || p->ndim > OR_MAX_DIMS || p->nindices < 1 ||
       p->nindices > OR_MAX_INDICES ||
       (p->op >= OR_INDEX_SCATTER_ADD && p->compute != OR_COMPUTE_F64 && p->compute != OR_COMPUTE_I64)) {
@@ -111,6 +114,15 @@ EXPORT(index) void index(const or_index *p) {
     if (p->sizes[d] <= 0) {
       return;
     }
+  }
+  /* A gather writes each direct element once, so its box splits; the other
+   * ops write the indexed operand, where indices may repeat, so one worker runs them. */
+  if (workers > 1 && p->op != OR_INDEX_GATHER) {
+    if (worker > 0) {
+      return;
+    }
+  } else if (workers > 1 && !RESTRICT_BOX(part, nt, split_dim(part.sizes, 0, ndim), worker, workers)) {
+    return;
   }
   char *ptr[OR_INDEX_OPERANDS];
   for (uint32_t k = 0; k < nt; k++) {
@@ -148,7 +160,12 @@ EXPORT(index) void index(const or_index *p) {
   }
 }
 
-EXPORT(nonzero) void nonzero(const or_nonzero *p) {
+EXPORT(nonzero) void nonzero(const or_nonzero *p, int32_t worker, int32_t workers) {
+  /* sequential: one worker runs it */
+  check_worker(worker, workers);
+  if (worker > 0) {
+    return;
+  }
   if (p->ndim > OR_MAX_DIMS) {
     TRAP();
   }
@@ -205,7 +222,12 @@ EXPORT(nonzero) void nonzero(const or_nonzero *p) {
   }
 }
 
-EXPORT(positions) void positions(const or_position *p) {
+EXPORT(positions) void positions(const or_position *p, int32_t worker, int32_t workers) {
+  /* sequential: one worker runs it */
+  check_worker(worker, workers);
+  if (worker > 0) {
+    return;
+  }
   if (p->op >= OR_POSITION_COUNT || p->ndim < 1 || p->ndim > OR_MAX_DIMS ||
       ((p->op == OR_POSITION_TRIL || p->op == OR_POSITION_TRIU) && p->ndim < 2)) {
     TRAP();

@@ -258,13 +258,19 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
-  static void gemm_##C(const or_gemm *p) {                                                                      \
+  /* Workers split the batch when it has a product for each, else each                                        \
+   * product's rows (after the transposition below), in whole tiles. */                                       \
+  static void gemm_##C(const or_gemm *p, int32_t worker, int32_t workers) {                                     \
     const uint32_t dtype = p->dtype;                                                                            \
-    T *acc = (T *)device_ptr((p->scratch + 15) & ~(uint64_t)15); /* float16/bfloat16 sums */                    \
+    T *acc = (T *)device_ptr((p->scratch + 15) & ~(uint64_t)15) +                                              \
+             worker * or_gemm_worker_elems(dtype, p->m, p->n, p->k); /* float16/bfloat16 sums */               \
     T *scratch = acc + or_gemm_accumulator_elems(dtype, p->m, p->n);                                            \
     const T alpha = (T)p->alpha.f, beta = (T)p->beta.f;                                                         \
     const int read_out = p->beta_nonzero != 0;                                                                  \
-    for (int64_t bi = 0; bi < p->batch; bi++) {                                                                 \
+    const int split_rows = workers > 1 && p->batch < workers;                                                   \
+    int64_t b0 = 0, b1 = p->batch;                                                                              \
+    if (!split_rows) split_range(p->batch, 1, worker, workers, &b0, &b1);                                       \
+    for (int64_t bi = b0; bi < b1; bi++) {                                                                      \
       const char *a = device_ptr(p->data[OR_GEMM_A]) + bi * p->strides[OR_GEMM_A][0];                          \
       const char *b = device_ptr(p->data[OR_GEMM_B]) + bi * p->strides[OR_GEMM_B][0];                          \
       char *out = device_ptr(p->data[OR_GEMM_OUT]) + bi * p->strides[OR_GEMM_OUT][0];                           \
@@ -274,6 +280,7 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
       int64_t m = p->m, n = p->n;                                                                               \
       const int64_t k = p->k;                                                                                   \
       if (k == 0) { /* an empty sum: out = beta * out, or zeros */                                              \
+        if (split_rows && worker > 0) continue;                                                                 \
         for (int64_t i = 0; i < m; i++) combine_##C(out + i * rsc, csc, dtype, 0, n, alpha, beta, read_out);    \
         continue;                                                                                               \
       }                                                                                                         \
@@ -294,6 +301,14 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
         s = m;                                                                                                  \
         m = n;                                                                                                  \
         n = s;                                                                                                  \
+      }                                                                                                         \
+      if (split_rows) {                                                                                         \
+        int64_t lo, hi;                                                                                         \
+        split_range(m, MR, worker, workers, &lo, &hi);                                                          \
+        if (lo >= hi) continue;                                                                                 \
+        a += lo * rsa;                                                                                          \
+        out += lo * rsc;                                                                                        \
+        m = hi - lo;                                                                                            \
       }                                                                                                         \
       if (n == 1) { /* a matrix-vector product */                                                               \
         T *x = scratch;                                                                                         \
@@ -338,18 +353,25 @@ OR_DEFINE_GEMM(F64, double, 2, OR_GEMM_F64_MR, OR_GEMM_F64_NR, OR_GEMM_F64_NC, S
 
 /* Integers: int64 sums over k ascending, wrapping; a row of out at a time,
  * in chunks of OR_CHUNK columns. */
-static void gemm_int(const or_gemm *p) {
+static void gemm_int(const or_gemm *p, int32_t worker, int32_t workers) {
   const uint32_t dtype = p->dtype;
   const uint64_t alpha = (uint64_t)p->alpha.i, beta = (uint64_t)p->beta.i;
   int64_t acc[OR_CHUNK], line[OR_CHUNK];
-  for (int64_t bi = 0; bi < p->batch; bi++) {
+  const int split_rows = workers > 1 && p->batch < workers;
+  int64_t b0 = 0, b1 = p->batch, i0 = 0, i1 = p->m;
+  if (split_rows) {
+    split_range(p->m, 1, worker, workers, &i0, &i1);
+  } else {
+    split_range(p->batch, 1, worker, workers, &b0, &b1);
+  }
+  for (int64_t bi = b0; bi < b1; bi++) {
     const char *a = device_ptr(p->data[OR_GEMM_A]) + bi * p->strides[OR_GEMM_A][0];
     const char *b = device_ptr(p->data[OR_GEMM_B]) + bi * p->strides[OR_GEMM_B][0];
     char *out = device_ptr(p->data[OR_GEMM_OUT]) + bi * p->strides[OR_GEMM_OUT][0];
     const int64_t rsa = p->strides[OR_GEMM_A][1], csa = p->strides[OR_GEMM_A][2];
     const int64_t rsb = p->strides[OR_GEMM_B][1], csb = p->strides[OR_GEMM_B][2];
     const int64_t rsc = p->strides[OR_GEMM_OUT][1], csc = p->strides[OR_GEMM_OUT][2];
-    for (int64_t i = 0; i < p->m; i++) {
+    for (int64_t i = i0; i < i1; i++) {
       for (int64_t j0 = 0; j0 < p->n; j0 += OR_CHUNK) {
         const int64_t len = min_i64(OR_CHUNK, p->n - j0);
         for (int64_t j = 0; j < len; j++) acc[j] = 0;
@@ -372,7 +394,8 @@ static void gemm_int(const or_gemm *p) {
   }
 }
 
-EXPORT(gemm) void gemm(const or_gemm *p) {
+EXPORT(gemm) void gemm(const or_gemm *p, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
   if (p->batch <= 0 || p->m <= 0 || p->n <= 0) {
     return;
   }
@@ -380,17 +403,17 @@ EXPORT(gemm) void gemm(const or_gemm *p) {
   case OR_F32:
   case OR_F16:
   case OR_BF16:
-    gemm_F32(p);
+    gemm_F32(p, worker, workers);
     return;
   case OR_F64:
-    gemm_F64(p);
+    gemm_F64(p, worker, workers);
     return;
   case OR_U8:
   case OR_I8:
   case OR_I16:
   case OR_I32:
   case OR_I64:
-    gemm_int(p);
+    gemm_int(p, worker, workers);
     return;
   default:
     TRAP();

@@ -433,7 +433,7 @@ typedef struct or_gemm {
   uint64_t data[OR_GEMM_OPERANDS];
   int64_t strides[OR_GEMM_OPERANDS][3]; /* bytes: batch, row, column */
   or_scalar alpha, beta;                /* .f for floats, .i for integers */
-  uint64_t scratch;                     /* or_gemm_scratch_bytes() of device memory, 16-byte aligned */
+  uint64_t scratch;                     /* or_gemm_scratch_bytes(.., workers) of device memory */
 } or_gemm;
 
 OR_STATIC_ASSERT(offsetof(or_gemm, data) == 40, "or_gemm.data");
@@ -449,19 +449,17 @@ static inline int64_t or_gemm_round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
 
-/* The scratch a gemm launch needs, in elements of the compute type: for
- * float16/bfloat16 an m x n float32 accumulator first, then room either for
- * the packed panels of a and b or for a vector of b and one of results
- * (matrix-vector products). The kernel may compute out^T = b^T a^T, so the
- * panels are sized for either orientation. */
+/* The scratch one worker of a gemm launch needs, in elements of the compute
+ * type: for float16/bfloat16 an m x n float32 accumulator first, then room
+ * either for the packed panels of a and b or for a vector of b and one of
+ * results (matrix-vector products). The kernel may compute out^T = b^T a^T,
+ * so the panels are sized for either orientation. A multiple of 4 elements,
+ * so each worker's part starts 16-byte aligned. */
 static inline int64_t or_gemm_accumulator_elems(uint32_t dtype, int64_t m, int64_t n) {
   return (dtype == OR_F16 || dtype == OR_BF16) ? or_gemm_round_up(m * n, 4) : 0;
 }
 
-static inline int64_t or_gemm_scratch_bytes(uint32_t dtype, int64_t m, int64_t n, int64_t k) {
-  if (dtype != OR_F32 && dtype != OR_F64 && dtype != OR_F16 && dtype != OR_BF16) {
-    return 0;
-  }
+static inline int64_t or_gemm_worker_elems(uint32_t dtype, int64_t m, int64_t n, int64_t k) {
   const int is64 = dtype == OR_F64;
   const int64_t mr = is64 ? OR_GEMM_F64_MR : OR_GEMM_F32_MR;
   const int64_t nr = is64 ? OR_GEMM_F64_NR : OR_GEMM_F32_NR;
@@ -470,8 +468,15 @@ static inline int64_t or_gemm_scratch_bytes(uint32_t dtype, int64_t m, int64_t n
   const int64_t kc = or_gemm_min(k, OR_GEMM_KC);
   const int64_t panels = (or_gemm_round_up(or_gemm_min(wide, nc), nr) + or_gemm_round_up(or_gemm_min(wide, OR_GEMM_MC), mr)) * kc;
   const int64_t vectors = or_gemm_round_up(k, 4) + or_gemm_round_up(wide, 4);
-  const int64_t elems = or_gemm_accumulator_elems(dtype, m, n) + (panels > vectors ? panels : vectors);
-  return elems * (is64 ? 8 : 4) + 16; /* 16: room to align the start */
+  return or_gemm_round_up(or_gemm_accumulator_elems(dtype, m, n) + (panels > vectors ? panels : vectors), 4);
+}
+
+/* The scratch of a launch run by `workers` workers, in bytes (integers need none). */
+static inline int64_t or_gemm_scratch_bytes(uint32_t dtype, int64_t m, int64_t n, int64_t k, int64_t workers) {
+  if (dtype != OR_F32 && dtype != OR_F64 && dtype != OR_F16 && dtype != OR_BF16) {
+    return 0;
+  }
+  return workers * or_gemm_worker_elems(dtype, m, n, k) * (dtype == OR_F64 ? 8 : 4) + 16; /* 16: room to align the start */
 }
 
 /*

@@ -84,7 +84,8 @@ static void draw(const or_random *p, int64_t index, char *out, const char *in) {
   }
 }
 
-EXPORT(random) void random(const or_random *p) {
+EXPORT(random) void random(const or_random *p, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
   if (p->op >= OR_RANDOM_COUNT || p->ndim > OR_MAX_DIMS || (p->op == OR_RANDOM_RANGE && p->args[1].i <= 0)) {
     TRAP();
   }
@@ -97,11 +98,22 @@ EXPORT(random) void random(const or_random *p) {
   if (total == 0) {
     return;
   }
-  /* Walk out0 in row-major order: the last dimension varies fastest. */
+  /* This worker's positions [lo, hi), walked in row-major order: the last
+   * dimension varies fastest. */
+  int64_t lo, hi;
+  split_range(total, 16, worker, workers, &lo, &hi);
   int64_t pos[OR_MAX_DIMS] = {0};
   char *out = device_ptr(p->data[0]);
   const char *in = p->in_dtype ? device_ptr(p->data[1]) : 0;
-  for (int64_t i = 0; i < total; i++) {
+  for (int64_t rest = lo, d = (int64_t)nd - 1; d >= 0; d--) {
+    pos[d] = rest % p->sizes[d];
+    rest /= p->sizes[d];
+    out += pos[d] * p->strides[0][d];
+    if (in) {
+      in += pos[d] * p->strides[1][d];
+    }
+  }
+  for (int64_t i = lo; i < hi; i++) {
     draw(p, i, out, in);
     for (int d = (int)nd - 1; d >= 0; d--) {
       out += p->strides[0][d];

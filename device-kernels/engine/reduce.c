@@ -736,7 +736,10 @@ static void sort_line(const or_reduce *p, const char *in, char *values, char *in
   }
 }
 
-EXPORT(reduce) void reduce(const or_reduce *p) {
+EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  or_reduce part = *params;
+  const or_reduce *p = &part;
   if (p->op >= OR_REDUCE_COUNT || (p->compute != OR_COMPUTE_F64 && p->compute != OR_COMPUTE_I64) ||
       p->ndim > OR_MAX_DIMS || p->nreduce > p->ndim || p->noutputs < 1 || p->noutputs > 2) {
     TRAP();
@@ -764,10 +767,19 @@ EXPORT(reduce) void reduce(const or_reduce *p) {
       count *= p->sizes[d];
     }
   }
+  /* How to reduce is chosen from the whole problem, before splitting. */
+  const int columns = use_columns(p);
+  /* Outputs are split, never a reduction; a sort uses one scratch, so one worker sorts. */
+  if (workers > 1 && (nr == ndim || op == OR_REDUCE_SORT)) {
+    if (worker > 0) {
+      return;
+    }
+  } else if (workers > 1 && !RESTRICT_BOX(part, OR_REDUCE_OPERANDS, split_dim(part.sizes, nr, ndim), worker, workers)) {
+    return;
+  }
   const char *in = device_ptr(p->data[OR_REDUCE_IN]);
   char *out0 = device_ptr(p->data[OR_REDUCE_OUT0]);
   char *out1 = p->noutputs > 1 ? device_ptr(p->data[OR_REDUCE_OUT1]) : out0; /* unused with one output */
-  const int columns = use_columns(p);
   /* Output dimensions: [first, ndim), counted by an odometer; with columns
    * the first output dimension goes in tiles of OR_CHUNK. */
   const uint32_t first = columns ? nr + 1 : nr;

@@ -92,10 +92,20 @@
 OR_DEFINE_SOFTMAX(F32, float, m_exp_f32, m_log_f32)
 OR_DEFINE_SOFTMAX(F64, double, m_exp_f64, m_log_f64)
 
-EXPORT(softmax) void softmax(const or_reduce *p) {
+EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  or_reduce part = *params;
+  const or_reduce *p = &part;
   if (p->op >= OR_SOFTMAX_COUNT || p->ndim > OR_MAX_DIMS || p->ndim < 1 || p->nreduce != 1 ||
       (p->compute != OR_COMPUTE_F32 && p->compute != OR_COMPUTE_F64)) {
     TRAP();
+  }
+  /* Lines are split, never a line. */
+  if (workers > 1 && p->ndim > 1 && !RESTRICT_BOX(part, OR_REDUCE_OPERANDS, split_dim(part.sizes, 1, part.ndim), worker, workers)) {
+    return;
+  }
+  if (workers > 1 && p->ndim == 1 && worker > 0) {
+    return;
   }
   const int backward = p->op == OR_SOFTMAX_SOFTMAX_BACKWARD || p->op == OR_SOFTMAX_LOG_SOFTMAX_BACKWARD;
   (void)dtype_size(p->dtypes[OR_REDUCE_IN]);

@@ -99,15 +99,28 @@ fn main() -> Result<(), openreg_host::Error> {
     put(328, &4i64.to_le_bytes());
     let block = ParamBlock { bytes, pointers: vec![168, 176] };
     let elementwise = rt.module_kernel(0, openreg_host::ENGINE_MODULE, "elementwise")?;
-    let with_params = best(5, || {
-        for _ in 0..n {
-            rt.launch(s, elementwise, &[KernelArg::Params(block.clone())]).unwrap();
-        }
-        rt.synchronize_stream(s).unwrap();
-    });
+    let per_launch = |worker: KernelArg, workers: KernelArg| {
+        let elapsed = best(5, || {
+            for _ in 0..n {
+                let args = [KernelArg::Params(block.clone()), worker.clone(), workers.clone()];
+                rt.launch(s, elementwise, &args).unwrap();
+            }
+            rt.synchronize_stream(s).unwrap();
+        });
+        format!("{:.0} ns", elapsed.as_nanos() as f64 / n as f64)
+    };
     rows.push(Row {
         what: "engine launch with a 776-byte parameter block, 1-element op, queued (per launch)".into(),
-        openreg: format!("{:.0} ns", with_params.as_nanos() as f64 / n as f64),
+        openreg: per_launch(KernelArg::I32(0), KernelArg::I32(1)),
+        native: "-".into(),
+        ratio: "-".into(),
+    });
+    rows.push(Row {
+        what: format!(
+            "the same launch run on all {} workers of the device (a parallel launch), queued (per launch)",
+            rt.config().workers
+        ),
+        openreg: per_launch(KernelArg::WorkerIndex, KernelArg::WorkerCount),
         native: "-".into(),
         ratio: "-".into(),
     });

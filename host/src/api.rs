@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wasmtime::Val;
 
 use crate::abi::*;
-use crate::device::{lock, Task, PRIORITY_GREATEST, PRIORITY_LEAST};
+use crate::device::{lock, Task, WorkerArg, PRIORITY_GREATEST, PRIORITY_LEAST};
 use crate::error::{Error, Result};
 use crate::event::EventInner;
 use crate::layout;
@@ -29,6 +29,7 @@ impl DevicesApi for Runtime {
             capacity_bytes: dev.capacity,
             memory64: dev.memory64,
             kernel_timeout_ms: self.inner.config.kernel_timeout.as_millis() as u64,
+            workers: self.inner.config.workers,
         })
     }
 
@@ -254,6 +255,7 @@ impl Runtime {
         let pointer_type = if dev.memory64 { ValueType::I64 } else { ValueType::I32 };
         let pointer = |offset: u64| if dev.memory64 { Val::I64(offset as i64) } else { Val::I32(offset as u32 as i32) };
         let mut vals = Vec::with_capacity(args.len());
+        let mut worker_args = Vec::new();
         // The parameter blocks, back to back at 16-byte aligned offsets.
         let mut params: Vec<u8> = Vec::new();
         for (i, (param, arg)) in info.params.iter().zip(args).enumerate() {
@@ -275,6 +277,14 @@ impl Runtime {
                     pointer(layout::PARAMS_START + at as u64)
                 }
                 (ValueType::I32, KernelArg::I32(v)) => Val::I32(*v),
+                (ValueType::I32, KernelArg::WorkerIndex) => {
+                    worker_args.push((i, WorkerArg::Index));
+                    Val::I32(0)
+                }
+                (ValueType::I32, KernelArg::WorkerCount) => {
+                    worker_args.push((i, WorkerArg::Count));
+                    Val::I32(1)
+                }
                 (ValueType::I64, KernelArg::I64(v)) => Val::I64(*v),
                 (ValueType::F32, KernelArg::F32(v)) => Val::F32(v.to_bits()),
                 (ValueType::F64, KernelArg::F64(v)) => Val::F64(v.to_bits()),
@@ -289,7 +299,7 @@ impl Runtime {
             vals.push(val);
         }
         let params = (!params.is_empty()).then(|| params.into_boxed_slice());
-        dev.enqueue(stream.id, Task::Launch { module, kernel: index, args: vals, params, op }).map(drop)
+        dev.enqueue(stream.id, Task::Launch { module, kernel: index, args: vals, params, op, worker_args }).map(drop)
     }
 
     /// The bytes of a parameter block as the kernel sees them: every device

@@ -6,6 +6,7 @@
 //! | `OPENREG_DEVICE_MEMORY` | memory per device: bytes, or `512MiB`, `4GiB`, `8G` | 4 GiB |
 //! | `OPENREG_MEMORY64` | `1` gives devices 64-bit (memory64) addressing, needed above 4 GiB | 0 |
 //! | `OPENREG_KERNEL_TIMEOUT_MS` | watchdog limit for one kernel launch | 30000 |
+//! | `OPENREG_DEVICE_THREADS` | worker threads per device, for parallel launches (1 to 16) | the host's cores, at most 16 |
 
 use std::time::Duration;
 
@@ -23,16 +24,32 @@ pub struct Config {
     pub memory64: bool,
     /// Longest a single kernel launch may run before the watchdog stops it.
     pub kernel_timeout: Duration,
+    /// Worker threads per device: how many calls a parallel launch makes at once.
+    pub workers: u32,
 }
 
 /// The largest memory a 32-bit device can have.
 pub const MAX_MEMORY32: u64 = 1 << 32;
 /// The largest memory a memory64 device can have here (address space per device).
 pub const MAX_MEMORY64: u64 = 1 << 40;
+/// The most worker threads a device can have: each needs a slice of the
+/// kernel stack (`layout.rs`), and more workers than cores only add overhead.
+pub const MAX_WORKERS: u32 = 16;
+
+/// The default number of workers per device: the host's hardware threads, at most [`MAX_WORKERS`].
+fn default_workers() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32).min(MAX_WORKERS)
+}
 
 impl Default for Config {
     fn default() -> Self {
-        Config { device_count: 2, memory_bytes: 4 << 30, memory64: false, kernel_timeout: Duration::from_secs(30) }
+        Config {
+            device_count: 2,
+            memory_bytes: 4 << 30,
+            memory64: false,
+            kernel_timeout: Duration::from_secs(30),
+            workers: default_workers(),
+        }
     }
 }
 
@@ -69,6 +86,13 @@ impl Config {
             })?;
             config.kernel_timeout = Duration::from_millis(ms);
         }
+        if let Some(v) = env("OPENREG_DEVICE_THREADS") {
+            config.workers = v.trim().parse().map_err(|_| Error::Config {
+                var: "OPENREG_DEVICE_THREADS",
+                value: v.clone(),
+                reason: "expected a whole number of threads".into(),
+            })?;
+        }
         config.validate()?;
         Ok(config)
     }
@@ -97,6 +121,13 @@ impl Config {
                     Bytes(max),
                     if self.memory64 { "" } else { " (set OPENREG_MEMORY64=1 for more)" }
                 ),
+            );
+        }
+        if self.workers == 0 || self.workers > MAX_WORKERS {
+            return bad(
+                "OPENREG_DEVICE_THREADS",
+                self.workers.to_string(),
+                format!("between 1 and {MAX_WORKERS} worker threads per device are supported"),
             );
         }
         if self.kernel_timeout.is_zero() {
@@ -156,5 +187,7 @@ mod tests {
         assert!(Config { device_count: 0, ..Config::default() }.validate().is_err());
         assert!(Config { memory_bytes: 1 << 20, ..Config::default() }.validate().is_err());
         assert!(Config { memory_bytes: (64 << 20) + 1, ..Config::default() }.validate().is_err());
+        assert!(Config { workers: 0, ..Config::default() }.validate().is_err());
+        assert!(Config { workers: MAX_WORKERS + 1, ..Config::default() }.validate().is_err());
     }
 }

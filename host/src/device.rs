@@ -1,5 +1,6 @@
-//! One virtual device: its wasmtime store and memory, its allocator, its loaded
-//! kernel modules, and its executor thread with the stream queues it drains.
+//! One virtual device: its wasmtime stores and shared memory, its allocator,
+//! its loaded kernel modules, its executor thread with the stream queues it
+//! drains, and the helper threads that run parallel launches with it.
 //!
 //! Threads: any host thread may enqueue work, allocate, or wait; the executor
 //! thread alone runs queued work, one task at a time. Locks, always taken in
@@ -8,6 +9,16 @@
 //! for every task that touches device memory and by the loader, with no other
 //! lock held; a peer copy takes the `exec` of both its devices, lower device
 //! index first, so two peer copies in opposite directions cannot deadlock.
+//!
+//! Workers: worker 0 is the executor; workers 1.. are helper threads, each
+//! with its own store and its own instance of every loaded module over the
+//! one shared memory. A parallel launch (one with a `worker-index` or
+//! `worker-count` argument) is posted by the executor, while it holds `exec`,
+//! to every helper, runs its own call, and waits for theirs: so the helpers
+//! touch the memory only inside a task the executor is running, and the rule
+//! above (one task at a time per device) still holds. A helper's `exec` is
+//! taken by that helper for its call, and by the loader after the device's
+//! `exec` (the helpers are idle then).
 //!
 //! Waits: a host thread waiting for a stream polls the interrupt check
 //! ([`set_interrupt_check`]) every [`INTERRUPT_POLL`], so Ctrl-C reaches a
@@ -22,15 +33,16 @@
 //! has completed ticket `t` when its first `t` tasks have run.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use wasmtime::{Engine, Instance, Memory, MemoryType, Store, Val};
+use wasmtime::{Engine, Instance, MemoryTypeBuilder, SharedMemory, Store, Val};
 
 use crate::abi::{KernelInfo, TrapKind};
 use crate::allocator::{Allocator, StreamId};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::EventInner;
 use crate::layout;
@@ -69,13 +81,16 @@ pub(crate) fn interrupted() -> bool {
 /// Work queued on a stream.
 pub(crate) enum Task {
     /// `params`: the launch's parameter blocks, written to [`layout::PARAMS_START`] just before the
-    /// call; `op`: the operator the kernel runs for, which its errors name.
+    /// call; `op`: the operator the kernel runs for, which its errors name; `worker_args`: the
+    /// positions of `worker-index` (true) and `worker-count` (false) arguments, set per worker;
+    /// a launch with any runs on every worker.
     Launch {
         module: Arc<LoadedModule>,
         kernel: usize,
         args: Vec<Val>,
         params: Option<Box<[u8]>>,
         op: Option<Box<str>>,
+        worker_args: Vec<(usize, WorkerArg)>,
     },
     CopyIn {
         dst: u64,
@@ -160,12 +175,63 @@ impl Sched {
     }
 }
 
+/// A launch argument the runtime sets per worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WorkerArg {
+    /// The index of the worker making the call.
+    Index,
+    /// How many workers run the launch.
+    Count,
+}
+
+/// One instance of a module for one worker, alone in its own store: wasmtime
+/// looks a memory fault up among a store's instances and expects one owner,
+/// but every instance that imports the shared memory claims its faults.
+struct WorkerInstance {
+    store: Store<()>,
+    funcs: Vec<wasmtime::Func>,
+    stack_pointer: Option<wasmtime::Global>,
+}
+
+impl WorkerInstance {
+    /// Instantiates `module` over `memory` in a new store, with its stack pointer at the top of
+    /// worker `worker`'s slice of the kernel stack; data segments are copied under the watchdog.
+    fn new(
+        device: &DeviceShared,
+        module: &KernelModule,
+        memory: &SharedMemory,
+        worker: u32,
+    ) -> std::result::Result<WorkerInstance, wasmtime::Error> {
+        let mut store = Store::new(&device.engine, ());
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(device.deadline_ticks());
+        let instance = Instance::new(&mut store, &module.module, &[memory.clone().into()])?;
+        let funcs = module.kernels.iter().map(|k| instance.get_func(&mut store, &k.name).expect("checked export"));
+        let funcs = funcs.collect();
+        let stack_pointer = module
+            .has_stack_pointer
+            .then(|| instance.get_global(&mut store, STACK_POINTER_EXPORT).expect("rewritten export"));
+        let mut inst = WorkerInstance { store, funcs, stack_pointer };
+        inst.reset_stack(worker, device.workers, device.memory64);
+        Ok(inst)
+    }
+
+    /// Points the instance's stack pointer at the top of its worker's stack slice: after
+    /// instantiation, and after a trap left it wherever the kernel was.
+    fn reset_stack(&mut self, worker: u32, workers: u32, memory64: bool) {
+        if let Some(sp) = &self.stack_pointer {
+            let top = layout::stack_top(worker, workers);
+            let _ = sp.set(&mut self.store, if memory64 { Val::I64(top as i64) } else { Val::I32(top as i32) });
+        }
+    }
+}
+
 /// A kernel module instantiated on one device.
 pub(crate) struct LoadedModule {
     pub(crate) id: u32,
     pub(crate) module: Arc<KernelModule>,
-    funcs: Vec<wasmtime::Func>,
-    stack_pointer: Option<wasmtime::Global>,
+    /// The executor's (worker 0's) instance; the helpers keep theirs in their [`WorkerExec`].
+    instance: Mutex<WorkerInstance>,
 }
 
 impl LoadedModule {
@@ -182,16 +248,73 @@ impl LoadedModule {
     }
 }
 
+/// The device memory; holding it is the right to touch the memory.
 struct Exec {
-    store: Store<()>,
-    memory: Memory,
+    memory: SharedMemory,
+}
+
+/// A helper's instances of the device's modules, by module id.
+struct WorkerExec {
+    instances: Vec<WorkerInstance>,
+}
+
+/// A parallel launch, as the helpers see it.
+struct Job {
+    module: Arc<LoadedModule>,
+    kernel: usize,
+    args: Vec<Val>,
+    worker_args: Vec<(usize, WorkerArg)>,
+    op: Option<Box<str>>,
+    /// Each helper's outcome, by worker index (slot 0 unused).
+    results: Mutex<Vec<Result<()>>>,
+}
+
+impl Job {
+    /// The arguments of worker `worker`'s call.
+    fn args(&self, worker: u32, workers: u32) -> Vec<Val> {
+        let mut args = self.args.clone();
+        for &(at, what) in &self.worker_args {
+            args[at] = Val::I32(match what {
+                WorkerArg::Index => worker as i32,
+                WorkerArg::Count => workers as i32,
+            });
+        }
+        args
+    }
+}
+
+/// What the executor and the helpers share to run parallel launches.
+struct Board {
+    job: Option<Arc<Job>>,
+    /// Bumped for each posted job; a helper runs each generation once.
+    generation: u64,
+    helpers_sleeping: u32,
+    executor_sleeping: bool,
+    shutdown: bool,
+}
+
+/// The device's helper threads (workers 1..) and how work reaches them.
+struct Team {
+    /// One store per helper, indexed by worker - 1.
+    execs: Vec<Mutex<WorkerExec>>,
+    board: Mutex<Board>,
+    /// A lock-free mirror of `board.generation` that idle helpers spin on.
+    generation: AtomicU64,
+    /// Helpers still running the posted job.
+    running: AtomicUsize,
+    start: Condvar,
+    finished: Condvar,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// The shared state of one started device.
 pub(crate) struct DeviceShared {
     pub(crate) index: u32,
+    engine: Engine,
     pub(crate) capacity: u64,
     pub(crate) memory64: bool,
+    /// Workers that run a parallel launch: the executor and `workers - 1` helpers.
+    pub(crate) workers: u32,
     pub(crate) view: MemoryView,
     timeout: Duration,
     sched: Mutex<Sched>,
@@ -199,9 +322,13 @@ pub(crate) struct DeviceShared {
     /// `sched` that spinning threads watch for change.
     queued: AtomicU64,
     finished: AtomicU64,
+    /// Launches run on every worker, and on one.
+    pub(crate) parallel_launches: AtomicU64,
+    pub(crate) single_launches: AtomicU64,
     work: Condvar,
     done: Condvar,
     exec: Mutex<Exec>,
+    team: Team,
     pub(crate) modules: RwLock<Vec<Arc<LoadedModule>>>,
     /// Serialises loads, so that a conflict check and its push are one step
     /// without blocking launches behind a running kernel.
@@ -218,37 +345,48 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl DeviceShared {
-    /// Creates the device's store and memory and starts its executor.
-    pub(crate) fn start(
-        engine: &Engine,
-        index: u32,
-        capacity: u64,
-        memory64: bool,
-        timeout: Duration,
-    ) -> Result<Arc<Self>> {
+    /// Creates the device's stores and memory and starts its executor and helpers.
+    pub(crate) fn start(engine: &Engine, index: u32, config: &Config) -> Result<Arc<Self>> {
         let lost =
             |what: &str, e: wasmtime::Error| Error::DeviceLost { device: index, reason: format!("{what}: {e:#}") };
-        let mut store = Store::new(engine, ());
-        store.epoch_deadline_trap();
+        let (capacity, memory64, workers) = (config.memory_bytes, config.memory64, config.workers.max(1));
         let pages = capacity / layout::WASM_PAGE;
-        let ty = if memory64 {
-            MemoryType::new64(pages, Some(pages))
-        } else {
-            MemoryType::new(pages as u32, Some(pages as u32))
+        let ty = MemoryTypeBuilder::new()
+            .memory64(memory64)
+            .shared(true)
+            .min(pages)
+            .max(Some(pages))
+            .build()
+            .map_err(|e| lost("cannot describe device memory", e))?;
+        let memory = SharedMemory::new(engine, ty).map_err(|e| lost("cannot create device memory", e))?;
+        // SAFETY: a shared memory never moves, and this one is created at its
+        // full size; the view lives in the DeviceShared that owns the memory.
+        let view = unsafe { MemoryView::new(memory.data().as_ptr() as *mut u8, memory.data_size() as u64, index) };
+        let team = Team {
+            execs: (1..workers).map(|_| Mutex::new(WorkerExec { instances: Vec::new() })).collect(),
+            board: Mutex::new(Board {
+                job: None,
+                generation: 0,
+                helpers_sleeping: 0,
+                executor_sleeping: false,
+                shutdown: false,
+            }),
+            generation: AtomicU64::new(0),
+            running: AtomicUsize::new(0),
+            start: Condvar::new(),
+            finished: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
         };
-        let memory = Memory::new(&mut store, ty).map_err(|e| lost("cannot create device memory", e))?;
-        // SAFETY: the engine is configured with `memory_may_move(false)` and a
-        // reservation covering the full size, so this memory keeps its base for
-        // its life; the view lives in the DeviceShared that owns the store.
-        let view = unsafe { MemoryView::new(memory.data_ptr(&store), memory.data_size(&store) as u64, index) };
         let default_stream =
             StreamQueue { priority: PRIORITY_LEAST, queue: VecDeque::new(), enqueued: 0, completed: 0, error: None };
         let device = Arc::new(DeviceShared {
             index,
+            engine: engine.clone(),
             capacity,
             memory64,
+            workers,
             view,
-            timeout,
+            timeout: config.kernel_timeout,
             sched: Mutex::new(Sched {
                 streams: vec![default_stream],
                 next_seq: 0,
@@ -258,9 +396,12 @@ impl DeviceShared {
             }),
             queued: AtomicU64::new(0),
             finished: AtomicU64::new(0),
+            parallel_launches: AtomicU64::new(0),
+            single_launches: AtomicU64::new(0),
             work: Condvar::new(),
             done: Condvar::new(),
-            exec: Mutex::new(Exec { store, memory }),
+            exec: Mutex::new(Exec { memory }),
+            team,
             modules: RwLock::new(Vec::new()),
             loading: Mutex::new(()),
             allocator: Mutex::new(Allocator::new(index, layout::HEAP_START, capacity)),
@@ -273,10 +414,25 @@ impl DeviceShared {
             .spawn(move || worker.run())
             .map_err(|e| Error::DeviceLost { device: index, reason: format!("cannot start executor thread: {e}") })?;
         *lock(&device.thread) = Some(handle);
+        for worker in 1..workers {
+            let helper = Arc::clone(&device);
+            let handle = std::thread::Builder::new()
+                .name(format!("openreg:{index}.{worker}"))
+                .stack_size(8 << 20)
+                .spawn(move || helper.help(worker))
+                .map_err(|e| Error::DeviceLost { device: index, reason: format!("cannot start worker thread: {e}") });
+            match handle {
+                Ok(handle) => lock(&device.team.threads).push(handle),
+                Err(e) => {
+                    device.shutdown();
+                    return Err(e);
+                }
+            }
+        }
         Ok(device)
     }
 
-    /// Stops the executor after the work it can still run, and joins it.
+    /// Stops the executor after the work it can still run, then the helpers, and joins them.
     pub(crate) fn shutdown(&self) {
         {
             let mut s = lock(&self.sched);
@@ -284,6 +440,14 @@ impl DeviceShared {
             self.work.notify_all();
         }
         if let Some(handle) = lock(&self.thread).take() {
+            let _ = handle.join();
+        }
+        {
+            let mut b = lock(&self.team.board);
+            b.shutdown = true;
+            self.team.start.notify_all();
+        }
+        for handle in std::mem::take(&mut *lock(&self.team.threads)) {
             let _ = handle.join();
         }
     }
@@ -490,22 +654,26 @@ impl DeviceShared {
         }
         let invalid =
             |e: wasmtime::Error| Error::InvalidModule { module: module.name.clone(), reason: format!("{e:#}") };
-        let mut exec = lock(&self.exec);
-        let Exec { store, memory } = &mut *exec;
-        // Instantiation copies data segments under the watchdog too.
-        store.set_epoch_deadline(self.deadline_ticks());
-        let instance = Instance::new(&mut *store, &module.module, &[(*memory).into()]).map_err(invalid)?;
-        let mut funcs = Vec::with_capacity(module.kernels.len());
-        for k in &module.kernels {
-            funcs.push(instance.get_func(&mut *store, &k.name).expect("checked export"));
+        let exec = lock(&self.exec);
+        let instance = WorkerInstance::new(self, &module, &exec.memory, 0).map_err(invalid)?;
+        // Every helper gets its instance now, while holding `exec` keeps them
+        // idle: a module is on all workers or on none, and its id is the same
+        // index everywhere. Instantiating again re-applies the data segments,
+        // with the same bytes.
+        let mut helpers: Vec<_> = self.team.execs.iter().map(lock).collect();
+        let mut added = Vec::with_capacity(helpers.len());
+        for worker in 1..self.workers {
+            added.push(WorkerInstance::new(self, &module, &exec.memory, worker).map_err(invalid)?);
         }
-        let stack_pointer = module
-            .has_stack_pointer
-            .then(|| instance.get_global(&mut *store, STACK_POINTER_EXPORT).expect("rewritten export"));
-        drop(exec);
         let mut modules = self.modules.write().unwrap_or_else(|e| e.into_inner());
         let id = modules.len() as u32;
-        modules.push(Arc::new(LoadedModule { id, module, funcs, stack_pointer }));
+        for (helper, inst) in helpers.iter_mut().zip(added) {
+            debug_assert_eq!(helper.instances.len(), id as usize);
+            helper.instances.push(inst);
+        }
+        modules.push(Arc::new(LoadedModule { id, module, instance: Mutex::new(instance) }));
+        drop(helpers);
+        drop(exec);
         Ok(id)
     }
 
@@ -585,14 +753,29 @@ impl DeviceShared {
 
     fn execute(&self, task: Task) -> Result<()> {
         match task {
-            Task::Launch { module, kernel, args, params, op } => {
-                let mut exec = lock(&self.exec);
+            Task::Launch { module, kernel, args, params, op, worker_args } => {
+                let _exec = lock(&self.exec);
                 if let Some(bytes) = params {
                     // SAFETY: `bytes` is a live host buffer outside device memory;
                     // we hold `exec`, so no kernel or copy touches the memory now.
                     unsafe { self.view.write(layout::PARAMS_START, bytes.as_ptr(), bytes.len() as u64)? };
                 }
-                self.launch(&mut exec.store, &module, kernel, &args, op)
+                if worker_args.is_empty() {
+                    self.single_launches.fetch_add(1, Ordering::Relaxed);
+                    self.call(&mut lock(&module.instance), &module, kernel, &args, op.as_deref(), 0)?;
+                } else {
+                    self.parallel_launches.fetch_add(1, Ordering::Relaxed);
+                    let job = Job {
+                        module: Arc::clone(&module),
+                        kernel,
+                        args,
+                        worker_args,
+                        op: op.clone(),
+                        results: Mutex::new(Vec::new()),
+                    };
+                    self.launch_parallel(Arc::new(job))?;
+                }
+                self.check_null_guard(&module, kernel, op)
             }
             // SAFETY (all copies): the enqueuer either blocks until this task has
             // run (or was cancelled) or promised through an `unsafe` API that the
@@ -648,35 +831,37 @@ impl DeviceShared {
         (self.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1
     }
 
-    fn launch(
+    /// Runs one call of a kernel on one worker's instance; after a trap, resets that
+    /// instance's stack pointer and describes the trap.
+    #[allow(clippy::too_many_arguments)]
+    fn call(
         &self,
-        store: &mut Store<()>,
+        instance: &mut WorkerInstance,
         module: &LoadedModule,
         kernel: usize,
         args: &[Val],
-        op: Option<Box<str>>,
+        op: Option<&str>,
+        worker: u32,
     ) -> Result<()> {
-        store.set_epoch_deadline(self.deadline_ticks());
-        let Err(err) = module.funcs[kernel].call(&mut *store, args, &mut []) else {
-            return self.check_null_guard(module, kernel, op);
+        instance.store.set_epoch_deadline(self.deadline_ticks());
+        let Err(err) = instance.funcs[kernel].call(&mut instance.store, args, &mut []) else {
+            return Ok(());
         };
-        let op = op.map(String::from);
-        // A trap leaves the module's shadow stack pointer wherever the kernel
-        // was; put it back so the next launch starts with an empty stack.
-        if let Some(sp) = &module.stack_pointer {
-            let top =
-                if self.memory64 { Val::I64(layout::STACK_TOP as i64) } else { Val::I32(layout::STACK_TOP as i32) };
-            let _ = sp.set(&mut *store, top);
-        }
+        instance.reset_stack(worker, self.workers, self.memory64);
+        Err(self.trap_error(&err, module, kernel, op.map(String::from)))
+    }
+
+    /// The error a kernel's trap (or watchdog stop) is reported as.
+    fn trap_error(&self, err: &wasmtime::Error, module: &LoadedModule, kernel: usize, op: Option<String>) -> Error {
         let name = module.kernel(kernel).name.clone();
         let trap = err.downcast_ref::<wasmtime::Trap>().copied();
         if trap == Some(wasmtime::Trap::Interrupt) {
-            return Err(Error::KernelTimeout {
+            return Error::KernelTimeout {
                 device: self.index,
                 kernel: name,
                 op,
                 limit_ms: self.timeout.as_millis() as u64,
-            });
+            };
         }
         let kind = match trap {
             Some(wasmtime::Trap::MemoryOutOfBounds) => TrapKind::OutOfBounds,
@@ -696,7 +881,94 @@ impl DeviceShared {
             // CUDA's device-side assert does (device-kernels/engine/index.c).
             detail = format!("an index is out of range for the indexed dimension; {detail}");
         }
-        Err(Error::KernelTrap { device: self.index, kernel: name, op, trap: kind, detail })
+        Error::KernelTrap { device: self.index, kernel: name, op, trap: kind, detail }
+    }
+
+    // ---- parallel launches -----------------------------------------------
+
+    /// Runs a launch on every worker: posts it to the helpers, makes worker 0's
+    /// call here, and waits for theirs. The lowest worker's error wins, so the
+    /// report does not depend on timing.
+    fn launch_parallel(&self, job: Arc<Job>) -> Result<()> {
+        let team = &self.team;
+        let helpers = team.execs.len();
+        if helpers > 0 {
+            *lock(&job.results) = (0..=helpers).map(|_| Ok(())).collect();
+            team.running.store(helpers, Ordering::Release);
+            let mut b = lock(&team.board);
+            b.job = Some(Arc::clone(&job));
+            b.generation += 1;
+            team.generation.store(b.generation, Ordering::Release);
+            if b.helpers_sleeping > 0 {
+                team.start.notify_all();
+            }
+        }
+        let args = job.args(0, self.workers);
+        let mine = self.call(&mut lock(&job.module.instance), &job.module, job.kernel, &args, job.op.as_deref(), 0);
+        if helpers == 0 {
+            return mine;
+        }
+        let deadline = Instant::now() + SPIN;
+        while team.running.load(Ordering::Acquire) != 0 && Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
+        {
+            let mut b = lock(&team.board);
+            while team.running.load(Ordering::Acquire) != 0 {
+                b.executor_sleeping = true;
+                b = team.finished.wait(b).unwrap_or_else(|e| e.into_inner());
+            }
+            b.executor_sleeping = false;
+            b.job = None;
+        }
+        mine?;
+        std::mem::take(&mut *lock(&job.results)).into_iter().collect()
+    }
+
+    /// A helper thread's loop: waits for each posted job (spinning for [`SPIN`]
+    /// first, as launches come in bursts), runs its call, and reports back.
+    fn help(self: Arc<Self>, worker: u32) {
+        let team = &self.team;
+        let mut seen = 0;
+        loop {
+            let deadline = Instant::now() + SPIN;
+            while team.generation.load(Ordering::Acquire) == seen && Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            let job = {
+                let mut b = lock(&team.board);
+                loop {
+                    if b.shutdown {
+                        return;
+                    }
+                    if b.generation != seen {
+                        seen = b.generation;
+                        break b.job.clone();
+                    }
+                    b.helpers_sleeping += 1;
+                    b = team.start.wait(b).unwrap_or_else(|e| e.into_inner());
+                    b.helpers_sleeping -= 1;
+                }
+            };
+            let Some(job) = job else { continue };
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut exec = lock(&team.execs[worker as usize - 1]);
+                let args = job.args(worker, self.workers);
+                let instance = &mut exec.instances[job.module.id as usize];
+                self.call(instance, &job.module, job.kernel, &args, job.op.as_deref(), worker)
+            }))
+            .unwrap_or_else(|_| {
+                Err(Error::DeviceLost { device: self.index, reason: "a worker thread panicked".into() })
+            });
+            lock(&job.results)[worker as usize] = result;
+            drop(job);
+            if team.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+                let b = lock(&team.board);
+                if b.executor_sleeping {
+                    team.finished.notify_one();
+                }
+            }
+        }
     }
 }
 

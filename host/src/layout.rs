@@ -10,10 +10,12 @@
 //!   first [`NULL_GUARD`] bytes stay zero: a kernel that writes there is reported (`device.rs`).
 //! - Kernel modules keep their static data in the static area, each in its own range
 //!   (the loader checks that ranges do not overlap, see `module.rs`).
-//! - All modules on a device share one kernel stack: a device runs one kernel at a time, and
-//!   the stack is empty between launches. The loader points each module's `__stack_pointer`
-//!   at [`STACK_TOP`]. A wasm shadow stack has no guard page: a kernel that overflows it
-//!   writes into the static area, never into the heap.
+//! - The kernel stack area is split evenly among the device's workers ([`stack_top`]): worker 0
+//!   (the executor) has the top slice, worker 1 the one below, and so on. All modules share a
+//!   worker's slice: a worker runs one kernel at a time, and its stack is empty between
+//!   launches. The loader points each instance's `__stack_pointer` at its worker's top. A wasm
+//!   shadow stack has no guard page: a kernel that overflows its slice writes into the next
+//!   worker's slice or the parameter and static areas below, never into the heap.
 //! - The parameter area holds the parameter block of the kernel that is running (the WIT
 //!   `kernel-arg::params`): the executor writes it just before the call, and one kernel runs at
 //!   a time, so one area serves every launch.
@@ -31,9 +33,18 @@ pub const STATIC_END: u64 = 15 << 20;
 pub const PARAMS_START: u64 = STATIC_END;
 /// The size of the parameter area: the largest parameter block of a launch.
 pub const PARAMS_MAX: u64 = 64 << 10;
-/// Top of the shared kernel stack; the stack occupies `[PARAMS_START + PARAMS_MAX, STACK_TOP)`.
+/// Top of the kernel stack area; it occupies `[STACK_BOTTOM, STACK_TOP)`.
 pub const STACK_TOP: u64 = 16 << 20;
+/// Bottom of the kernel stack area (960 KiB).
+pub const STACK_BOTTOM: u64 = PARAMS_START + PARAMS_MAX;
 /// First offset of the allocator's heap.
 pub const HEAP_START: u64 = STACK_TOP;
 /// The smallest device memory that leaves room for a heap.
 pub const MIN_CAPACITY: u64 = 32 << 20;
+
+/// The top of worker `worker`'s slice of the kernel stack when a device has `workers` workers:
+/// the area split evenly, in 16-byte units (60 KiB each with 16 workers).
+pub fn stack_top(worker: u32, workers: u32) -> u64 {
+    let slice = (STACK_TOP - STACK_BOTTOM) / u64::from(workers.max(1)) / 16 * 16;
+    STACK_TOP - u64::from(worker) * slice
+}

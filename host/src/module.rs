@@ -16,11 +16,17 @@
 //!   Compilers emit far shallower code: the engine nests 34 blocks and 5 loops
 //!   at most (a `switch` becomes one block per case, hence the looser block bound).
 //!
-//! Then it is rewritten in one place: its `__stack_pointer` global starts at
-//! the device's kernel stack ([`layout::STACK_TOP`]) instead of wherever its
-//! linker put it, and is exported as [`STACK_POINTER_EXPORT`] so the runtime
-//! can reset it after a trap leaves it unbalanced. Every other byte is kept.
-//! The result is compiled once per runtime and instantiated per device, where
+//! Then it is rewritten in one place:
+//! - its memory import becomes `shared` with the largest maximum of its index
+//!   type: device memory is a wasm shared memory, which the device's workers
+//!   use at once, and a shared memory only satisfies a shared import;
+//! - its `__stack_pointer` global starts at the device's kernel stack
+//!   ([`layout::STACK_TOP`]) instead of wherever its linker put it, and is
+//!   exported as [`STACK_POINTER_EXPORT`], so the runtime can point each
+//!   worker's instance at its own slice of the stack and reset it after a trap
+//!   leaves it unbalanced.
+//!
+//! Every other byte is kept. The result is compiled once per runtime and instantiated per device, where
 //! the device checks its static range against the modules already there.
 
 use std::borrow::Cow;
@@ -73,10 +79,7 @@ pub(crate) fn prepare(engine: &wasmtime::Engine, name: &str, wasm: &[u8], memory
     let bytes: Cow<[u8]> = wat::parse_bytes(wasm).map_err(|e| invalid(format!("not a wasm module: {e}")))?;
     let parsed = scan(&bytes, memory64).map_err(invalid)?;
 
-    let rewritten = match parsed.stack_pointer {
-        Some(index) => rewrite(&bytes, index, memory64).map_err(invalid)?,
-        None => bytes.to_vec(),
-    };
+    let rewritten = rewrite(&bytes, parsed.stack_pointer, memory64).map_err(invalid)?;
     let module = wasmtime::Module::new(engine, &rewritten).map_err(|e| invalid(format!("{e:#}")))?;
     Ok(KernelModule {
         name: name.to_string(),
@@ -124,9 +127,6 @@ fn scan(bytes: &[u8], memory64: bool) -> std::result::Result<Scan, String> {
                                     if memory64 { 64 } else { 32 },
                                     if memory64 { " (build it for wasm64)" } else { " (build it for wasm32)" }
                                 ));
-                            }
-                            if mem.shared {
-                                return Err("it imports a shared memory; device memory is not shared".into());
                             }
                             memory_imported = true;
                         }
@@ -328,16 +328,46 @@ fn value_type(t: ValType) -> Option<ValueType> {
     }
 }
 
-/// Re-encodes the global section (stack pointer starting at the kernel stack)
-/// and the export section (plus the stack-pointer export); copies the rest.
-fn rewrite(bytes: &[u8], stack_pointer: u32, memory64: bool) -> std::result::Result<Vec<u8>, String> {
+/// The largest maximum size of a memory, in pages: 4 GiB for 32-bit memories,
+/// 2^64 bytes for memory64 ones.
+fn max_pages(memory64: bool) -> u64 {
+    if memory64 {
+        1 << 48
+    } else {
+        1 << 16
+    }
+}
+
+/// Re-encodes the import section (the memory shared), the global section
+/// (stack pointer starting at the kernel stack) and the export section (plus
+/// the stack-pointer export); copies the rest.
+fn rewrite(bytes: &[u8], stack_pointer: Option<u32>, memory64: bool) -> std::result::Result<Vec<u8>, String> {
     let mut out = wasm_encoder::Module::new();
     let err = |e: wasmparser::BinaryReaderError| e.to_string();
     let mut reencoder = RoundtripReencoder;
     for payload in Parser::new(0).parse_all(bytes) {
         let payload = payload.map_err(err)?;
-        match &payload {
-            Payload::GlobalSection(reader) => {
+        match (&payload, stack_pointer) {
+            (Payload::ImportSection(reader), _) => {
+                // `scan` has checked that the memory is the only import.
+                let mut section = wasm_encoder::ImportSection::new();
+                for import in reader.clone().into_imports() {
+                    let import = import.map_err(err)?;
+                    let TypeRef::Memory(mem) = import.ty else {
+                        return Err(format!("unexpected import `{}.{}`", import.module, import.name));
+                    };
+                    let ty = wasm_encoder::MemoryType {
+                        minimum: mem.initial,
+                        maximum: Some(max_pages(memory64)),
+                        memory64,
+                        shared: true,
+                        page_size_log2: mem.page_size_log2,
+                    };
+                    section.import(import.module, import.name, ty);
+                }
+                out.section(&section);
+            }
+            (Payload::GlobalSection(reader), Some(stack_pointer)) => {
                 let mut section = wasm_encoder::GlobalSection::new();
                 for (index, global) in reader.clone().into_iter().enumerate() {
                     let global = global.map_err(err)?;
@@ -355,7 +385,7 @@ fn rewrite(bytes: &[u8], stack_pointer: u32, memory64: bool) -> std::result::Res
                 }
                 out.section(&section);
             }
-            Payload::ExportSection(reader) => {
+            (Payload::ExportSection(reader), Some(stack_pointer)) => {
                 let mut section = wasm_encoder::ExportSection::new();
                 for export in reader.clone() {
                     let export = export.map_err(err)?;
@@ -365,7 +395,7 @@ fn rewrite(bytes: &[u8], stack_pointer: u32, memory64: bool) -> std::result::Res
                 section.export(STACK_POINTER_EXPORT, wasm_encoder::ExportKind::Global, stack_pointer);
                 out.section(&section);
             }
-            other => {
+            (other, _) => {
                 if let Some((id, range)) = other.as_section() {
                     out.section(&wasm_encoder::RawSection { id, data: &bytes[range] });
                 }

@@ -91,6 +91,9 @@ impl SharedEngine {
             .wasm_bulk_memory(true)
             .wasm_multi_value(true)
             .wasm_memory64(true)
+            // Device memory is a shared memory, run on by the device's workers at once.
+            .wasm_threads(true)
+            .shared_memory(true)
             .epoch_interruption(true)
             .cranelift_opt_level(wasmtime::OptLevel::Speed)
             // Device memory never moves: the reservation covers its full size.
@@ -163,6 +166,13 @@ impl Runtime {
         &self.inner.config
     }
 
+    /// How many launches a device has run on all of its workers (parallel
+    /// launches), and how many on one: `(parallel, single)`.
+    pub fn launch_counts(&self, device: DeviceIndex) -> Result<(u64, u64)> {
+        let dev = self.inner.device(device)?;
+        Ok((dev.parallel_launches.load(Ordering::Relaxed), dev.single_launches.load(Ordering::Relaxed)))
+    }
+
     /// Loads the text or binary wasm `wasm` onto a device; returns its module id.
     /// Compiles once per runtime for the same bytes.
     pub(crate) fn load(&self, device: DeviceIndex, name: &str, wasm: &[u8]) -> Result<u32> {
@@ -207,13 +217,7 @@ impl RuntimeInner {
         DEVICES_STARTED.store(true, Ordering::Relaxed);
         let engine = self.shared.engine.clone();
         self.shared.clock.call_once(|| start_watchdog_clock(engine));
-        let dev = DeviceShared::start(
-            &self.shared.engine,
-            index,
-            self.config.memory_bytes,
-            self.config.memory64,
-            self.config.kernel_timeout,
-        )?;
+        let dev = DeviceShared::start(&self.shared.engine, index, &self.config)?;
         let engine = if self.config.memory64 {
             openreg_device_kernels::ENGINE64_WASM
         } else {

@@ -133,6 +133,7 @@ fn the_loader_and_launches_survive_generated_modules() {
         memory_bytes: 64 * MIB,
         memory64: false,
         kernel_timeout: Duration::from_millis(100),
+        ..Config::default()
     })
     .unwrap();
     let (s0, s1) = (rt.default_stream(0).unwrap(), rt.default_stream(1).unwrap());

@@ -15,6 +15,7 @@ fn runtime() -> Runtime {
         memory_bytes: 64 * MIB,
         memory64: false,
         kernel_timeout: Duration::from_secs(20),
+        ..Config::default()
     })
     .unwrap()
 }
@@ -133,7 +134,7 @@ const GATE_HOLD: Duration = Duration::from_secs(1);
 
 /// [`runtime`] with a watchdog short enough to open gates.
 fn gated_runtime() -> Runtime {
-    Runtime::new(Config { device_count: 2, memory_bytes: 64 * MIB, memory64: false, kernel_timeout: GATE_HOLD })
+    Runtime::new(Config { device_count: 2, memory_bytes: 64 * MIB, kernel_timeout: GATE_HOLD, ..Config::default() })
         .unwrap()
 }
 
@@ -1021,7 +1022,7 @@ fn the_engine_broadcasts_with_byte_strides_and_alpha() {
         .operand(1, pa, Elementwise::F32, &[4, 16])
         .operand(2, pb, Elementwise::F32, &[4, 0])
         .arg(0, 2.0);
-    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0), I32(0), I32(1)]).unwrap();
     let expected: Vec<f32> = (0..12).map(|i| a[i] + 2.0 * b[i % 4]).collect();
     assert_eq!(download(&rt, s, out, 12), expected);
 }
@@ -1038,7 +1039,7 @@ fn the_engine_converts_dtypes_and_reads_host_scalars() {
         .operand(0, mask, Elementwise::BOOL, &[1])
         .operand(1, px, Elementwise::F32, &[4])
         .scalar(2, 0.5);
-    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0), I32(0), I32(1)]).unwrap();
     assert_eq!(rt.copy_to_host(s, mask, 5).unwrap(), [0, 0, 1, 0, 0]);
     // float32 to float16, rounded to nearest even, NaN kept; then to int64.
     let h = rt.allocate(0, 10, s).unwrap();
@@ -1048,7 +1049,7 @@ fn the_engine_converts_dtypes_and_reads_host_scalars() {
         Elementwise::F32,
         &[4],
     );
-    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0), I32(0), I32(1)]).unwrap();
     let bits = f16_bits(&rt.copy_to_host(s, h, 10).unwrap());
     assert_eq!([bits[0], bits[1], bits[2], bits[4]], [0x3400, 0x3800, 0x3a00, 0xc200]);
     assert_eq!(bits[3] & 0x7c00, 0x7c00, "NaN keeps an all-ones exponent");
@@ -1060,7 +1061,7 @@ fn the_engine_converts_dtypes_and_reads_host_scalars() {
         Elementwise::F16,
         &[2],
     );
-    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0), I32(0), I32(1)]).unwrap();
     let ints: Vec<i64> =
         rt.copy_to_host(s, i, 40).unwrap().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!([ints[0], ints[1], ints[2], ints[4]], [0, 0, 0, -3]);
@@ -1080,20 +1081,25 @@ fn parameter_blocks_are_checked_before_anything_runs() {
         Elementwise::F32,
         &[4],
     );
-    let err = rt.launch(s, kernel, &[KernelArg::Params(block.0)]).unwrap_err();
+    let err = rt.launch(s, kernel, &[KernelArg::Params(block.0), I32(0), I32(1)]).unwrap_err();
     assert_eq!(err.code(), ErrorCode::WrongDevice, "{err}");
     // So is a block larger than the parameter area, or a pointer slot outside it.
     let max = rt.params_max_bytes() as usize;
     let err = rt
-        .launch(s, kernel, &[KernelArg::Params(ParamBlock { bytes: vec![0; max + 1], pointers: vec![] })])
+        .launch(
+            s,
+            kernel,
+            &[KernelArg::Params(ParamBlock { bytes: vec![0; max + 1], pointers: vec![] }), I32(0), I32(1)],
+        )
         .unwrap_err();
     assert!(err.to_string().contains("more than the 65536 bytes of the parameter area"), "{err}");
-    let err =
-        rt.launch(s, kernel, &[KernelArg::Params(ParamBlock { bytes: vec![0; 16], pointers: vec![12] })]).unwrap_err();
+    let err = rt
+        .launch(s, kernel, &[KernelArg::Params(ParamBlock { bytes: vec![0; 16], pointers: vec![12] }), I32(0), I32(1)])
+        .unwrap_err();
     assert!(err.to_string().contains("outside the 16-byte parameter block"), "{err}");
     // A block the kernel rejects traps, and the device stays usable.
     let bad = ParamBlock { bytes: vec![0xff; 64], pointers: vec![] };
-    rt.launch(s, kernel, &[KernelArg::Params(bad)]).unwrap();
+    rt.launch(s, kernel, &[KernelArg::Params(bad), I32(0), I32(1)]).unwrap();
     assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), ErrorCode::KernelTrap);
     launch(&rt, s, "fill_f32", &[Ptr(mine), I32(16), F32(1.0)]).unwrap();
     assert_eq!(download(&rt, s, mine, 16), [1.0; 16]);
@@ -1176,6 +1182,80 @@ fn a_memory64_device_runs_the_engine_beyond_4_gib() {
         .operand(1, src, Elementwise::F32, &[4])
         .scalar(2, 0.5)
         .arg(0, 1.0);
-    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0)]).unwrap();
+    rt.launch(s, engine(&rt, 0), &[KernelArg::Params(block.0), I32(0), I32(1)]).unwrap();
     assert_eq!(download(&rt, s, dst, 4), [1.5, 2.5, 3.5, 4.5]);
+}
+
+/// Each call writes `[worker, workers, its stack pointer]` as i32 at
+/// `out + 12 * worker`, after pushing a 16-byte frame; `trap_at` (>= 0) makes
+/// that worker trap instead (an unreachable) after moving its stack pointer.
+const WORKERS_WAT: &str = r#"(module
+  (import "env" "memory" (memory 1))
+  (global $__stack_pointer (mut i32) (i32.const 65536))
+  (func (export "whoami") (param $out i32) (param $trap_at i32) (param $w i32) (param $n i32)
+    (local $at i32)
+    (global.set $__stack_pointer (i32.sub (global.get $__stack_pointer) (i32.const 16)))
+    (if (i32.eq (local.get $w) (local.get $trap_at)) (then unreachable))
+    (local.set $at (i32.add (local.get $out) (i32.mul (local.get $w) (i32.const 12))))
+    (i32.store (local.get $at) (local.get $w))
+    (i32.store offset=4 (local.get $at) (local.get $n))
+    (i32.store offset=8 (local.get $at) (global.get $__stack_pointer))
+    (global.set $__stack_pointer (i32.add (global.get $__stack_pointer) (i32.const 16)))))"#;
+
+fn workers_runtime(workers: u32) -> Runtime {
+    Runtime::new(Config { device_count: 1, memory_bytes: 64 * MIB, workers, ..Config::default() }).unwrap()
+}
+
+fn i32s(bytes: &[u8]) -> Vec<i32> {
+    bytes.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn a_parallel_launch_runs_once_on_every_worker_each_with_its_own_stack() {
+    for workers in [1, 3] {
+        let rt = workers_runtime(workers);
+        assert_eq!(rt.properties(0).unwrap().workers, workers);
+        let s = rt.default_stream(0).unwrap();
+        rt.load_module(0, "workers", WORKERS_WAT.as_bytes()).unwrap();
+        let out = rt.allocate(0, 12 * 4, s).unwrap();
+        rt.copy_to_device(s, out, &[0xff; 48]).unwrap();
+        let args = [Ptr(out), I32(-1), KernelArg::WorkerIndex, KernelArg::WorkerCount];
+        launch(&rt, s, "whoami", &args).unwrap();
+        let words = i32s(&rt.copy_to_host(s, out, 48).unwrap());
+        for w in 0..workers as usize {
+            let top = layout::stack_top(w as u32, workers) as i32;
+            assert_eq!(words[3 * w..3 * w + 3], [w as i32, workers as i32, top - 16], "worker {w} of {workers}");
+        }
+        assert!(words[3 * workers as usize..].iter().all(|&v| v == -1), "only {workers} calls ran: {words:?}");
+        // Without worker arguments a launch runs once, as worker 0.
+        rt.copy_to_device(s, out, &[0xff; 48]).unwrap();
+        launch(&rt, s, "whoami", &[Ptr(out), I32(-1), I32(0), I32(7)]).unwrap();
+        let words = i32s(&rt.copy_to_host(s, out, 48).unwrap());
+        assert_eq!(words[..3], [0, 7, layout::STACK_TOP as i32 - 16]);
+        assert!(words[3..].iter().all(|&v| v == -1));
+    }
+}
+
+#[test]
+fn a_trap_on_one_worker_fails_the_launch_and_every_worker_stays_usable() {
+    let rt = workers_runtime(3);
+    let s = rt.default_stream(0).unwrap();
+    rt.load_module(0, "workers", WORKERS_WAT.as_bytes()).unwrap();
+    let out = rt.allocate(0, 36, s).unwrap();
+    for trap_at in [2, 0] {
+        let args = [Ptr(out), I32(trap_at), KernelArg::WorkerIndex, KernelArg::WorkerCount];
+        launch(&rt, s, "whoami", &args).unwrap();
+        let err = rt.synchronize_stream(s).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::KernelTrap, "{err}");
+        assert!(err.to_string().contains("whoami"), "{err}");
+    }
+    // The trapped instances' stack pointers are back at their tops.
+    launch(&rt, s, "whoami", &[Ptr(out), I32(-1), KernelArg::WorkerIndex, KernelArg::WorkerCount]).unwrap();
+    let words = i32s(&rt.copy_to_host(s, out, 36).unwrap());
+    for w in 0..3 {
+        assert_eq!(words[3 * w + 2], layout::stack_top(w as u32, 3) as i32 - 16, "worker {w}");
+    }
+    // Worker arguments are i32 parameters only.
+    let err = launch(&rt, s, "fill_f32", &[Ptr(out), I32(1), KernelArg::WorkerCount]).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
 }

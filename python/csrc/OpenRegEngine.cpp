@@ -40,13 +40,31 @@ constexpr char kGemm[] = "gemm";
 constexpr char kRandom[] = "random";
 constexpr char kSoftmax[] = "softmax";
 
+// The work (elements touched, or multiply-adds) from which a launch runs on
+// all of the device's workers: below it, waking them costs more than they save.
+constexpr int64_t kParallelWork = int64_t{1} << 16;
+
+// How many workers run a device's parallel launches (OPENREG_DEVICE_THREADS).
+int64_t device_workers() {
+  static const int64_t workers = OPENREG_CHECK(openreg::device_workers());
+  return workers;
+}
+
+// Whether a launch doing `work` runs on every worker.
+bool parallel(int64_t work) {
+  return work >= kParallelWork && device_workers() > 1;
+}
+
 // Launches one engine kernel with `block` as its parameter block, whose
-// device addresses lie at the byte offsets `pointers`.
+// device addresses lie at the byte offsets `pointers`; with `work` at least
+// kParallelWork, on all of the device's workers (the kernels split their
+// work so that results do not depend on how many: openreg_engine.h).
 template <const char* Name, class Block>
-void launch(c10::DeviceIndex device, const Block& block, const uint32_t* pointers, size_t npointers) {
+void launch(c10::DeviceIndex device, const Block& block, const uint32_t* pointers, size_t npointers,
+            int64_t work) {
   rust::Slice<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(&block), sizeof(block));
   OPENREG_CHECK(openreg::launch_engine(device, current_stream(device).id(), engine_kernel<Name>(device), bytes,
-                                       rust::Slice<const uint32_t>(pointers, npointers)));
+                                       rust::Slice<const uint32_t>(pointers, npointers), parallel(work)));
 }
 
 // The op table of openreg_engine.h, by op: its name and the compute types it has.
@@ -214,7 +232,7 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
   for (const c10::Scalar& arg : args) {
     block.args[a++] = scalar_in(arg, how);
   }
-  launch<kElementwise>(device.index(), block, pointers.data(), npointers);
+  launch<kElementwise>(device.index(), block, pointers.data(), npointers, iter.numel());
 }
 
 namespace {
@@ -331,7 +349,9 @@ void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializ
     }
     block.strides[OR_REDUCE_IN][i] = iter.strides(noutputs)[order[i]];
   }
-  launch<kReduce>(device.index(), block, pointers.data(), npointers);
+  // Workers split the outputs, so a reduction to one value runs on one.
+  launch<kReduce>(device.index(), block, pointers.data(), npointers,
+                  iter.num_output_elements() > 1 ? iter.numel() : 0);
 }
 
 void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op) {
@@ -348,7 +368,9 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
   set_operand(block, pointers, npointers, OR_REDUCE_OUT0, result, result.data_ptr(), device);
   set_operand(block, pointers, npointers, OR_REDUCE_IN, self, self.data_ptr(), device);
   line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &self}}, "scans");
-  launch<kReduce>(device.index(), block, pointers.data(), npointers);
+  // Workers split the lines.
+  const int64_t line = self.dim() == 0 ? 1 : self.size(dim);
+  launch<kReduce>(device.index(), block, pointers.data(), npointers, self.numel() > line ? self.numel() : 0);
 }
 
 void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& y,
@@ -375,7 +397,8 @@ void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor
   } else {
     line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &input}}, "softmax");
   }
-  launch<kSoftmax>(device.index(), block, pointers.data(), npointers);
+  const int64_t line = input.dim() == 0 ? 1 : input.size(dim);
+  launch<kSoftmax>(device.index(), block, pointers.data(), npointers, input.numel() > line ? input.numel() : 0);
 }
 
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending) {
@@ -401,7 +424,7 @@ void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t di
   const at::Tensor scratch = at::empty({line * 32}, values.options().dtype(at::kByte));
   block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
   pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
-  launch<kReduce>(device.index(), block, pointers.data(), npointers);
+  launch<kReduce>(device.index(), block, pointers.data(), npointers, 0); // one scratch: one worker
 }
 
 void launch_index(at::TensorIteratorBase& iter, or_index_op op, int direct, int indexed, at::IntArrayRef indexed_sizes,
@@ -457,7 +480,8 @@ void launch_index(at::TensorIteratorBase& iter, or_index_op op, int direct, int 
     block.compute = at::isFloatingType(dtype) ? OR_COMPUTE_F64 : OR_COMPUTE_I64;
     block.args[0] = scalar_in(alpha, static_cast<or_compute>(block.compute));
   }
-  launch<kIndex>(device.index(), block, pointers.data(), npointers);
+  // Only a gather splits (other ops may write one element from several places).
+  launch<kIndex>(device.index(), block, pointers.data(), npointers, op == OR_INDEX_GATHER ? iter.numel() : 0);
 }
 
 void launch_nonzero(const at::Tensor& result, const at::Tensor& self, int64_t count) {
@@ -487,7 +511,7 @@ void launch_nonzero(const at::Tensor& result, const at::Tensor& self, int64_t co
   block.out_strides[1] = result.stride(1) * 8;
   const std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_nonzero, data)),
                                             static_cast<uint32_t>(offsetof(or_nonzero, out))};
-  launch<kNonzero>(device.index(), block, pointers.data(), pointers.size());
+  launch<kNonzero>(device.index(), block, pointers.data(), pointers.size(), 0);
 }
 
 void launch_flip(const at::Tensor& out, const at::Tensor& self, uint64_t flip) {
@@ -528,7 +552,7 @@ void launch_flip(const at::Tensor& out, const at::Tensor& self, uint64_t flip) {
   block.data[1] = reinterpret_cast<uint64_t>(first);
   const std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_elementwise, data)),
                                             static_cast<uint32_t>(offsetof(or_elementwise, data) + 8)};
-  launch<kElementwise>(device.index(), block, pointers.data(), pointers.size());
+  launch<kElementwise>(device.index(), block, pointers.data(), pointers.size(), self.numel());
 }
 
 void launch_positions(or_position_op op, const at::Tensor& out, const at::Tensor& in,
@@ -572,7 +596,7 @@ void launch_positions(or_position_op op, const at::Tensor& out, const at::Tensor
   }
   const std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_position, data)),
                                             static_cast<uint32_t>(offsetof(or_position, data) + 8)};
-  launch<kPositions>(device.index(), block, pointers.data(), pointers.size());
+  launch<kPositions>(device.index(), block, pointers.data(), pointers.size(), 0);
 }
 
 GemmOperand gemm_matrices(const at::Tensor& t) {
@@ -623,14 +647,17 @@ void launch_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOpera
   // Packing room, kept alive (by the caching allocator's stream semantics)
   // until the kernel has run: freed memory is reused only by later work on
   // the same stream.
-  const int64_t scratch_bytes = or_gemm_scratch_bytes(block.dtype, m, n, k);
+  // Each worker packs into its own part. Small products stay on one worker.
+  const int64_t work = batch * m * n * std::max<int64_t>(k, 1) >= 4 * kParallelWork ? kParallelWork : 0;
+  const int64_t workers = parallel(work) ? device_workers() : 1;
+  const int64_t scratch_bytes = or_gemm_scratch_bytes(block.dtype, m, n, k, workers);
   at::Tensor scratch;
   if (scratch_bytes > 0) {
     scratch = at::empty({scratch_bytes}, out.tensor.options().dtype(at::kByte));
     block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
     pointers[npointers++] = static_cast<uint32_t>(offsetof(or_gemm, scratch));
   }
-  launch<kGemm>(device.index(), block, pointers.data(), npointers);
+  launch<kGemm>(device.index(), block, pointers.data(), npointers, work);
 }
 
 void launch_random(or_random_op op, const at::Tensor& out, const at::Tensor& probabilities,
@@ -675,7 +702,7 @@ void launch_random(or_random_op op, const at::Tensor& out, const at::Tensor& pro
   for (const c10::Scalar& arg : args) {
     block.args[a++] = op == OR_RANDOM_RANGE ? or_scalar{.i = arg.toLong()} : or_scalar{.f = arg.toDouble()};
   }
-  launch<kRandom>(device.index(), block, pointers.data(), npointers);
+  launch<kRandom>(device.index(), block, pointers.data(), npointers, out.numel());
 }
 
 } // namespace openreg::engine

@@ -121,7 +121,18 @@ pub mod ffi {
         /// Launches engine kernel `kernel` with a parameter block; `pointers`
         /// are the byte positions of device addresses in `params`, which the
         /// runtime checks against the device and turns into offsets.
-        fn launch_engine(device: i32, stream: i64, kernel: u32, params: &[u8], pointers: &[u32]) -> Result<()>;
+        /// With `parallel`, every worker of the device runs it, each on its
+        /// part (the kernel's `worker-index` and `worker-count`).
+        fn launch_engine(
+            device: i32,
+            stream: i64,
+            kernel: u32,
+            params: &[u8],
+            pointers: &[u32],
+            parallel: bool,
+        ) -> Result<()>;
+        /// How many workers run each device's parallel launches.
+        fn device_workers() -> Result<u32>;
 
         /// Page-aligned host memory for pinned tensors; `is_pinned` knows it.
         fn pinned_alloc(size: usize) -> Result<usize>;

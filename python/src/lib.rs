@@ -157,6 +157,13 @@ fn empty_cache(device: i64) -> PyResultOr<()> {
     if_started(device, |rt, d| rt.empty_cache(d))
 }
 
+/// `(parallel, single)`: how many launches a device ran on all of its workers,
+/// and how many on one.
+#[pyfunction]
+fn launch_counts(device: i64) -> PyResultOr<(u64, u64)> {
+    Ok(runtime()?.launch_counts(device_index(device)?)?)
+}
+
 /// `(free, total)` bytes of a device.
 #[pyfunction]
 fn mem_get_info(device: i64) -> PyResultOr<(u64, u64)> {
@@ -173,6 +180,7 @@ fn device_properties(py: Python<'_>, device: i64) -> PyResultOr<Bound<'_, PyDict
     d.set_item("total_memory", p.capacity_bytes)?;
     d.set_item("memory64", p.memory64)?;
     d.set_item("kernel_timeout_ms", p.kernel_timeout_ms)?;
+    d.set_item("workers", p.workers)?;
     Ok(d)
 }
 
@@ -282,8 +290,9 @@ fn tensor_descriptor(view: &Bound<'_, pyo3::types::PyTuple>) -> Result<KernelArg
 /// `device_of` recognises: `tensor.data_ptr()`), other ints (i32 or i64 as the
 /// kernel's signature says), floats (f32 or f64), and tensor views, as tuples
 /// `(data_ptr, numel, dtype, itemsize, flags, sizes, strides)` that reach the
-/// kernel as the device offset of an SDK `openreg_tensor`. `op` names the
-/// operator the launch is for: a trap then names it.
+/// kernel as the device offset of an SDK `openreg_tensor`, and the strings
+/// `"worker-index"` / `"worker-count"` (a parallel launch, WIT `kernel-arg`).
+/// `op` names the operator the launch is for: a trap then names it.
 #[pyfunction]
 #[pyo3(signature = (device, stream_id, kernel, args, module = None, op = None))]
 fn launch(
@@ -320,6 +329,21 @@ fn launch(
         let param = info.params.get(i).unwrap_or(&ValueType::I64);
         if let Ok(view) = arg.cast::<pyo3::types::PyTuple>() {
             converted.push(tensor_descriptor(view)?);
+            continue;
+        }
+        if let Ok(name) = arg.cast::<pyo3::types::PyString>() {
+            converted.push(match name.to_str()? {
+                "worker-index" => KernelArg::WorkerIndex,
+                "worker-count" => KernelArg::WorkerCount,
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "kernel `{}` argument {i} is the string {other:?}; the only strings a launch takes are \
+                         \"worker-index\" and \"worker-count\"",
+                        info.name
+                    ))
+                    .into())
+                }
+            });
             continue;
         }
         let value = match param {
@@ -431,6 +455,7 @@ fn torch_openreg_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_in_bad_fork, m)?)?;
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(mem_get_info, m)?)?;
+    m.add_function(wrap_pyfunction!(launch_counts, m)?)?;
     m.add_function(wrap_pyfunction!(device_properties, m)?)?;
     m.add_function(wrap_pyfunction!(manual_seed, m)?)?;
     m.add_function(wrap_pyfunction!(seed, m)?)?;

@@ -230,12 +230,29 @@ pub fn engine_kernel(device: i32, name: &str) -> Result<u32> {
     track((|| Ok(runtime()?.module_kernel(index(device)?, ENGINE_MODULE, name)?.index))())
 }
 
-pub fn launch_engine(device: i32, stream: i64, kernel: u32, params: &[u8], pointers: &[u32]) -> Result<()> {
+pub fn launch_engine(
+    device: i32,
+    stream: i64,
+    kernel: u32,
+    params: &[u8],
+    pointers: &[u32],
+    parallel: bool,
+) -> Result<()> {
     track((|| {
         let block = ParamBlock { bytes: params.to_vec(), pointers: pointers.to_vec() };
         let kernel = KernelRef { module: ENGINE_MODULE, index: kernel };
-        runtime()?.launch(stream_ref(device, stream)?, kernel, &[KernelArg::Params(block)])
+        let (worker, workers) = if parallel {
+            (KernelArg::WorkerIndex, KernelArg::WorkerCount)
+        } else {
+            (KernelArg::I32(0), KernelArg::I32(1))
+        };
+        runtime()?.launch(stream_ref(device, stream)?, kernel, &[KernelArg::Params(block), worker, workers])
     })())
+}
+
+/// How many workers run a device's parallel launches (the runtime's configuration).
+pub fn device_workers() -> Result<u32> {
+    track((|| Ok(runtime()?.config().workers))())
 }
 
 // ---- pinned host memory -----------------------------------------------------

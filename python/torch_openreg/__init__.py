@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import importlib.abc
 import importlib.util
+import os
 import sys
 import time
 
@@ -50,8 +51,17 @@ __all__ = ["BACKEND_NAME"]
 BACKEND_NAME = "openreg"
 
 
+def _default_workers() -> None:
+    """Gives each device as many worker threads as torch's CPU backend uses
+    (``torch.get_num_threads()``, at most 16), unless ``OPENREG_DEVICE_THREADS``
+    says otherwise. The runtime reads it when it first starts, after this."""
+    if not os.environ.get("OPENREG_DEVICE_THREADS", "").strip():
+        os.environ["OPENREG_DEVICE_THREADS"] = str(min(max(torch.get_num_threads(), 1), 16))
+
+
 def _register() -> None:
     """Registers the backend with torch; does nothing the second time."""
+    _default_workers()
     current = torch._C._get_privateuse1_backend_name()
     if current != BACKEND_NAME:
         # Raises if another backend already took the PrivateUse1 key.

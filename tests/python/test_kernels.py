@@ -56,6 +56,9 @@ SCALE = wat("""
       (br $l))))
   (func (export "copy_descriptor") (param $x i32) (param $out i32)
     (memory.copy (i32.wrap_i64 (i64.load (local.get $out))) (local.get $x) (i32.const 160)))
+  (func (export "whoami") (param $out i32) (param $w i32) (param $n i32)
+    (i32.store (i32.add (local.get $out) (i32.shl (local.get $w) (i32.const 2)))
+      (i32.add (i32.mul (local.get $n) (i32.const 100)) (local.get $w))))
   (func (export "abort") (param $x i32) (param $out i32) unreachable)
   (func (export "forever") (param $x i32) (param $out i32) (loop $l (br $l)))
   (func (export "wild_store") (param $x i32) (param $out i32)
@@ -213,6 +216,20 @@ def test_a_kernel_launches_directly_with_pointers_and_counts(module):
     kernels.launch(module["add_ptr"], kernels.ptr(out1), kernels.ptr(a1), kernels.ptr(a1), 10, stream=side)
     side.synchronize()
     torch.testing.assert_close(out1.cpu(), 2 * a.cpu())
+
+
+def test_a_launch_with_worker_arguments_runs_once_on_every_worker(module):
+    workers = torch.openreg.get_device_properties(0).workers
+    out = torch.full((20,), -1, dtype=torch.int32, device="openreg")
+    module["whoami"](kernels.ptr(out), kernels.WORKER_INDEX, kernels.WORKER_COUNT)
+    expected = [100 * workers + w for w in range(workers)] + [-1] * (20 - workers)
+    assert out.cpu().tolist() == expected
+    # Without them it runs once, with the values given.
+    out.fill_(-1)
+    module["whoami"](kernels.ptr(out), 3, 7)
+    assert out.cpu().tolist()[:5] == [-1, -1, -1, 703, -1]
+    with pytest.raises(TypeError, match="argument 1 is a str"):
+        module["whoami"](kernels.ptr(out), "worker-index", 1)
 
 
 def test_launch_arguments_are_checked_against_the_signature_and_devices(module):

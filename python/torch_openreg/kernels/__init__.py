@@ -57,6 +57,8 @@ __all__ = [
     "load",
     "ptr",
     "sdk_dir",
+    "WORKER_COUNT",
+    "WORKER_INDEX",
 ]
 
 #: The dtype codes of tensor descriptors: c10's ``ScalarType`` numbering, as
@@ -224,6 +226,26 @@ class ptr:
         self.tensor = tensor
 
 
+class _WorkerArg:
+    """A launch argument the device sets per call (``WORKER_INDEX``, ``WORKER_COUNT``)."""
+
+    def __init__(self, wit_name: str, name: str) -> None:
+        self.wit_name = wit_name
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch_openreg.kernels.{self.name}"
+
+
+#: A launch argument (an ``i32`` parameter): the index of the worker making this call, from 0.
+#: A launch with ``WORKER_INDEX`` or ``WORKER_COUNT`` among its arguments runs the kernel once on
+#: every worker of the device (``get_device_properties().workers``), all at once over the same
+#: memory; each call must work on its own part and write only there. Without them a launch runs once.
+WORKER_INDEX = _WorkerArg("worker-index", "WORKER_INDEX")
+#: A launch argument (an ``i32`` parameter): how many workers run this launch. See ``WORKER_INDEX``.
+WORKER_COUNT = _WorkerArg("worker-count", "WORKER_COUNT")
+
+
 def _kernel_args(args: Sequence[Any], what: str) -> tuple[int | None, list[Any]]:
     """The openreg device of the tensors in ``args`` (None if there are none),
     and the arguments as ``_C.launch`` takes them. Raises if a tensor is not
@@ -265,10 +287,12 @@ def _kernel_args(args: Sequence[Any], what: str) -> tuple[int | None, list[Any]]
             arg = 0  # an absent optional tensor: the null device pointer
         elif isinstance(arg, bool):
             arg = int(arg)
+        elif isinstance(arg, _WorkerArg):
+            arg = arg.wit_name
         elif not isinstance(arg, (int, float)):
             raise TypeError(
                 f"{what}: argument {i} is a {type(arg).__name__}; a kernel argument is a tensor, "
-                f"kernels.ptr(tensor), an int, a float, a bool or None"
+                f"kernels.ptr(tensor), an int, a float, a bool, None, WORKER_INDEX or WORKER_COUNT"
             )
         converted.append(arg)
     return device, converted

@@ -243,12 +243,14 @@ class _OpenRegDeviceProperties:
     total_memory: int
     memory64: bool
     kernel_timeout_ms: int
+    workers: int
 
 
 def get_device_properties(device: Device = None) -> _OpenRegDeviceProperties:
     """Return the properties of a device: ``name``, ``total_memory`` (bytes of device memory),
-    ``memory64`` (64-bit addressing) and ``kernel_timeout_ms`` (the watchdog limit of one
-    kernel launch).
+    ``memory64`` (64-bit addressing), ``kernel_timeout_ms`` (the watchdog limit of one
+    kernel launch) and ``workers`` (the worker threads that run its large kernels together:
+    ``OPENREG_DEVICE_THREADS``, by default ``torch.get_num_threads()``).
 
     Args:
         device: the device to describe (default: the current device).
@@ -261,6 +263,7 @@ def get_device_properties(device: Device = None) -> _OpenRegDeviceProperties:
         total_memory=int(p["total_memory"]),
         memory64=bool(p["memory64"]),
         kernel_timeout_ms=int(p["kernel_timeout_ms"]),
+        workers=int(p["workers"]),
     )
 
 
