@@ -221,7 +221,7 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(CLAMP, 1, T, F_ISNAN(a) ? a : F_MIN(F_MAX(a, A0), A1))                                            \
   X(CLAMP_MIN, 1, T, F_ISNAN(a) ? a : F_MAX(a, A0))                                                   \
   X(CLAMP_MAX, 1, T, F_ISNAN(a) ? a : F_MIN(a, A0))                                                   \
-  X(ADD, 2, T, A0 == (T)1 ? a + b : fma_##SUFFIX(b, A0, a))                                          \
+  X(ADD, 2, T, A0 == (T)1 ? a + b : A0 == (T)-1 ? a - b : fma_##SUFFIX(b, A0, a))                          \
   X(MUL, 2, T, a * b)                                                                                 \
   X(DIV, 2, T, a / b)                                                                                 \
   X(DIV_TRUNC, 2, T, FTRUNC(a / b))                                                                    \
@@ -436,6 +436,11 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
     (void)ia;                                                                                                         \
     (void)ib;                                                                                                         \
     (void)ic;                                                                                                         \
+    /* Four vectors per iteration: wasmtime checks the watchdog's epoch at                                            \
+     * every loop header, and a vector live across that check (a splat                                                \
+     * argument) is spilled and reloaded each time round, a store-to-load                                             \
+     * chain of several cycles that one vector per iteration cannot hide. */                                          \
+    _Pragma("clang loop interleave_count(4)")                                                                         \
     for (int64_t j = 0; j < n; j++) {                                                                                 \
       const T a = ARITY >= 1 ? ia[j] : (T)0;                                                                          \
       const T b = ARITY >= 2 ? ib[j] : (T)0;                                                                          \
@@ -465,8 +470,9 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
       *(RT *)(ptr[0] + j * st[0]) = (RT)(EXPR);                                                                       \
     }                                                                                                                 \
   }                                                                                                                   \
-  static void generic_##NAME##_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,             \
-                                   const uint32_t *dt) {                                                              \
+  /* (no memcpy: a copy between chunks would become a memory.copy call, see copy_bytes) */                         \
+  __attribute__((no_builtin("memcpy"))) static void generic_##NAME##_##C(                                             \
+      char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args, const uint32_t *dt) {                    \
     const T A0 = ARG_##C(args[0]);                                                                                    \
     const T A1 = ARG_##C(args[1]);                                                                                    \
     const T A2 = ARG_##C(args[2]);                                                                                    \
@@ -577,6 +583,35 @@ static const uint32_t NATIVE[OR_COMPUTE_COUNT] = {OR_F32, OR_F64, OR_I64};
 #define OR_TILE 32
 #define OR_TILE_STRIDE 256
 
+/* Fills n elements of `size` bytes at `dst` with the one at `src`, in typed
+ * loops that vectorize (a memcpy of a runtime size per element would be a
+ * memory.copy call each). */
+static void spread_value(char *dst, const char *src, uint32_t size, int64_t n) {
+  switch (size) {
+  case 8: {
+    uint64_t v;
+    __builtin_memcpy(&v, src, 8);
+    for (int64_t j = 0; j < n; j++) ((uint64_t *)dst)[j] = v;
+    return;
+  }
+  case 4: {
+    uint32_t v;
+    __builtin_memcpy(&v, src, 4);
+    for (int64_t j = 0; j < n; j++) ((uint32_t *)dst)[j] = v;
+    return;
+  }
+  case 2: {
+    uint16_t v;
+    __builtin_memcpy(&v, src, 2);
+    for (int64_t j = 0; j < n; j++) ((uint16_t *)dst)[j] = v;
+    return;
+  }
+  default:
+    for (int64_t j = 0; j < n; j++) dst[j] = *src;
+    return;
+  }
+}
+
 /*
  * One row whose inputs are each contiguous or constant along it (a Python
  * scalar, a broadcast dimension), all of the compute type's native dtype,
@@ -591,10 +626,7 @@ static void row_spread(or_row contig, char *const *ptr, const int64_t *st, int64
   const int64_t first = n < OR_CHUNK ? n : OR_CHUNK;
   for (uint32_t k = 1; k < nt; k++) {
     if (st[k] == 0) {
-      const uint32_t size = dtype_size(dt[k]);
-      for (int64_t j = 0; j < first; j++) {
-        __builtin_memcpy(spread[k] + j * size, ptr[k], size);
-      }
+      spread_value(spread[k], ptr[k], dtype_size(dt[k]), first);
     }
   }
   for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {

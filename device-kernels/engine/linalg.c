@@ -63,7 +63,7 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
   /* n elements of any dtype, `stride` bytes apart, into dst (compute type). */                                \
   ALWAYS_INLINE void gather_##C(T *dst, const char *p, int64_t stride, uint32_t dtype, int64_t n) {                \
     if (dtype == NATIVE_##C && stride == (int64_t)sizeof(T)) {                                                  \
-      for (int64_t j = 0; j < n; j++) dst[j] = ((const T *)p)[j];                                               \
+      copy_bytes(dst, p, (usize)n * sizeof(T));                                                                 \
       return;                                                                                                   \
     }                                                                                                           \
     load_row_##C(dst, p, stride, dtype, n);                                                                     \

@@ -13,6 +13,14 @@
  */
 #include "dtype.h"
 
+/* Loop hints (see the contiguous loops of elementwise.c): wasmtime's epoch
+ * check at each loop header makes a vector that lives across iterations (a
+ * line's maximum, a scale, a lane accumulator) cost a spill and a reload per
+ * iteration; more work per iteration hides it. Unrolling the lane loops keeps
+ * each lane's order of operations, so results do not change. */
+#define UNROLL4 _Pragma("clang loop unroll_count(4)")
+#define INTERLEAVE2 _Pragma("clang loop interleave_count(2)")
+
 #define OR_DEFINE_SOFTMAX(C, T, EXP, LOG)                                                              \
   static void line_##C(const or_reduce *p, const char *in, const char *y, char *out) {              \
     const int64_t n = p->sizes[0];                                                                   \
@@ -31,7 +39,7 @@
         const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                       \
         load_row_##C(a, in + k * si, si, di, m);                                                     \
         for (int64_t j = m; j < ((m + 3) & ~(int64_t)3); j++) a[j] = -(T)__builtin_inf();            \
-        for (int64_t j = 0; j < m; j += 4) {                                                         \
+        UNROLL4 for (int64_t j = 0; j < m; j += 4) {                                                 \
           for (int l = 0; l < 4; l++) mx[l] = (a[j + l] > mx[l] || a[j + l] != a[j + l]) ? a[j + l] : mx[l]; \
         }                                                                                            \
       }                                                                                              \
@@ -44,14 +52,14 @@
       const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                         \
       load_row_##C(a, in + k * si, si, di, m);                                                       \
       if (forward) {                                                                                 \
-        for (int64_t j = 0; j < m; j++) a[j] = EXP(a[j] - max);                                      \
+        INTERLEAVE2 for (int64_t j = 0; j < m; j++) a[j] = EXP(a[j] - max);                          \
         if (keep) store_row_##C(out + k * so, so, dout, a, m);                                       \
       } else if (p->op == OR_SOFTMAX_SOFTMAX_BACKWARD) {                                             \
         load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
         for (int64_t j = 0; j < m; j++) a[j] = a[j] * b[j];                                          \
       }                                                                                              \
       for (int64_t j = m; j < ((m + 3) & ~(int64_t)3); j++) a[j] = (T)0;                              \
-      for (int64_t j = 0; j < m; j += 4) {                                                           \
+      UNROLL4 for (int64_t j = 0; j < m; j += 4) {                                                   \
         for (int l = 0; l < 4; l++) sums[l] += (double)a[j + l];                                     \
       }                                                                                              \
     }                                                                                                \
@@ -68,21 +76,21 @@
           load_row_##C(a, in + k * si, si, di, m);                                                   \
           for (int64_t j = 0; j < m; j++) a[j] = EXP(a[j] - max);                                    \
         }                                                                                            \
-        for (int64_t j = 0; j < m; j++) a[j] = a[j] * scale;                                         \
+        INTERLEAVE2 for (int64_t j = 0; j < m; j++) a[j] = a[j] * scale;                                         \
         break;                                                                                       \
       case OR_SOFTMAX_LOG_SOFTMAX:                                                                   \
         load_row_##C(a, in + k * si, si, di, m);                                                     \
-        for (int64_t j = 0; j < m; j++) a[j] = (a[j] - max) - log_total;                             \
+        INTERLEAVE2 for (int64_t j = 0; j < m; j++) a[j] = (a[j] - max) - log_total;                             \
         break;                                                                                       \
       case OR_SOFTMAX_SOFTMAX_BACKWARD:                                                              \
         load_row_##C(a, in + k * si, si, di, m);                                                     \
         load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
-        for (int64_t j = 0; j < m; j++) a[j] = b[j] * (a[j] - total);                                \
+        INTERLEAVE2 for (int64_t j = 0; j < m; j++) a[j] = b[j] * (a[j] - total);                                \
         break;                                                                                       \
       default: /* LOG_SOFTMAX_BACKWARD */                                                            \
         load_row_##C(a, in + k * si, si, di, m);                                                     \
         load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
-        for (int64_t j = 0; j < m; j++) a[j] = a[j] - EXP(b[j]) * total;                             \
+        INTERLEAVE2 for (int64_t j = 0; j < m; j++) a[j] = a[j] - EXP(b[j]) * total;                             \
         break;                                                                                       \
       }                                                                                              \
       store_row_##C(out + k * so, so, dout, a, m);                                                   \

@@ -13,12 +13,13 @@
 //! Workers: worker 0 is the executor; workers 1.. are helper threads, each
 //! with its own store and its own instance of every loaded module over the
 //! one shared memory. A parallel launch (one with a `worker-index` or
-//! `worker-count` argument) is posted by the executor, while it holds `exec`,
-//! to every helper, runs its own call, and waits for theirs: so the helpers
-//! touch the memory only inside a task the executor is running, and the rule
-//! above (one task at a time per device) still holds. A helper's `exec` is
-//! taken by that helper for its call, and by the loader after the device's
-//! `exec` (the helpers are idle then).
+//! `worker-count` argument) is one call per worker index; the executor posts
+//! it, while it holds `exec`, to the helpers, and every worker claims indices
+//! until none is left; the executor returns when all calls have: so the
+//! helpers touch the memory only inside a task the executor is running, and
+//! the rule above (one task at a time per device) still holds. A helper's
+//! `exec` is taken by that helper for its calls, and by the loader after the
+//! device's `exec` (the helpers are idle then).
 //!
 //! Waits: a host thread waiting for a stream polls the interrupt check
 //! ([`set_interrupt_check`]) every [`INTERRUPT_POLL`], so Ctrl-C reaches a
@@ -33,7 +34,7 @@
 //! has completed ticket `t` when its first `t` tasks have run.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -83,7 +84,7 @@ pub(crate) enum Task {
     /// `params`: the launch's parameter blocks, written to [`layout::PARAMS_START`] just before the
     /// call; `op`: the operator the kernel runs for, which its errors name; `worker_args`: the
     /// positions of `worker-index` (true) and `worker-count` (false) arguments, set per worker;
-    /// a launch with any runs on every worker.
+    /// a launch with any is a parallel launch, one call per worker index.
     Launch {
         module: Arc<LoadedModule>,
         kernel: usize,
@@ -258,25 +259,33 @@ struct WorkerExec {
     instances: Vec<WorkerInstance>,
 }
 
-/// A parallel launch, as the helpers see it.
+/// A parallel launch: `parts` calls of one kernel, call `i` with worker index
+/// `i`. Whichever worker is free claims the next call (a part's result depends
+/// on its index only, not on the thread that runs it), so a helper that is
+/// slow to wake does not hold the launch up: the executor runs its part.
 struct Job {
     module: Arc<LoadedModule>,
     kernel: usize,
     args: Vec<Val>,
     worker_args: Vec<(usize, WorkerArg)>,
     op: Option<Box<str>>,
-    /// Each helper's outcome, by worker index (slot 0 unused).
+    parts: u32,
+    /// The next part to claim.
+    next: AtomicU32,
+    /// Parts not finished yet.
+    unfinished: AtomicU32,
+    /// Each part's outcome.
     results: Mutex<Vec<Result<()>>>,
 }
 
 impl Job {
-    /// The arguments of worker `worker`'s call.
-    fn args(&self, worker: u32, workers: u32) -> Vec<Val> {
+    /// The arguments of part `part`'s call.
+    fn args(&self, part: u32) -> Vec<Val> {
         let mut args = self.args.clone();
         for &(at, what) in &self.worker_args {
             args[at] = Val::I32(match what {
-                WorkerArg::Index => worker as i32,
-                WorkerArg::Count => workers as i32,
+                WorkerArg::Index => part as i32,
+                WorkerArg::Count => self.parts as i32,
             });
         }
         args
@@ -300,8 +309,6 @@ struct Team {
     board: Mutex<Board>,
     /// A lock-free mirror of `board.generation` that idle helpers spin on.
     generation: AtomicU64,
-    /// Helpers still running the posted job.
-    running: AtomicUsize,
     start: Condvar,
     finished: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -322,7 +329,7 @@ pub(crate) struct DeviceShared {
     /// `sched` that spinning threads watch for change.
     queued: AtomicU64,
     finished: AtomicU64,
-    /// Launches run on every worker, and on one.
+    /// Parallel launches, and launches run once.
     pub(crate) parallel_launches: AtomicU64,
     pub(crate) single_launches: AtomicU64,
     work: Condvar,
@@ -372,7 +379,6 @@ impl DeviceShared {
                 shutdown: false,
             }),
             generation: AtomicU64::new(0),
-            running: AtomicUsize::new(0),
             start: Condvar::new(),
             finished: Condvar::new(),
             threads: Mutex::new(Vec::new()),
@@ -771,7 +777,10 @@ impl DeviceShared {
                         args,
                         worker_args,
                         op: op.clone(),
-                        results: Mutex::new(Vec::new()),
+                        parts: self.workers,
+                        next: AtomicU32::new(0),
+                        unfinished: AtomicU32::new(self.workers),
+                        results: Mutex::new((0..self.workers).map(|_| Ok(())).collect()),
                     };
                     self.launch_parallel(Arc::new(job))?;
                 }
@@ -886,15 +895,12 @@ impl DeviceShared {
 
     // ---- parallel launches -----------------------------------------------
 
-    /// Runs a launch on every worker: posts it to the helpers, makes worker 0's
-    /// call here, and waits for theirs. The lowest worker's error wins, so the
-    /// report does not depend on timing.
+    /// Runs a parallel launch: posts it to the helpers, claims and runs parts
+    /// here too, and waits until every part has run. The lowest part's error
+    /// wins, so the report does not depend on timing.
     fn launch_parallel(&self, job: Arc<Job>) -> Result<()> {
         let team = &self.team;
-        let helpers = team.execs.len();
-        if helpers > 0 {
-            *lock(&job.results) = (0..=helpers).map(|_| Ok(())).collect();
-            team.running.store(helpers, Ordering::Release);
+        if !team.execs.is_empty() {
             let mut b = lock(&team.board);
             b.job = Some(Arc::clone(&job));
             b.generation += 1;
@@ -903,30 +909,50 @@ impl DeviceShared {
                 team.start.notify_all();
             }
         }
-        let args = job.args(0, self.workers);
-        let mine = self.call(&mut lock(&job.module.instance), &job.module, job.kernel, &args, job.op.as_deref(), 0);
-        if helpers == 0 {
-            return mine;
-        }
-        let deadline = Instant::now() + SPIN;
-        while team.running.load(Ordering::Acquire) != 0 && Instant::now() < deadline {
-            std::hint::spin_loop();
-        }
-        {
+        self.run_parts(&job, &mut lock(&job.module.instance), 0);
+        if job.unfinished.load(Ordering::Acquire) != 0 {
+            let deadline = Instant::now() + SPIN;
+            while job.unfinished.load(Ordering::Acquire) != 0 && Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
             let mut b = lock(&team.board);
-            while team.running.load(Ordering::Acquire) != 0 {
+            while job.unfinished.load(Ordering::Acquire) != 0 {
                 b.executor_sleeping = true;
                 b = team.finished.wait(b).unwrap_or_else(|e| e.into_inner());
             }
             b.executor_sleeping = false;
-            b.job = None;
         }
-        mine?;
+        lock(&team.board).job = None;
         std::mem::take(&mut *lock(&job.results)).into_iter().collect()
     }
 
+    /// Claims and runs parts of `job` on `instance` (worker `worker`'s, whose
+    /// stack slice it resets after a trap) until none is left.
+    fn run_parts(&self, job: &Job, instance: &mut WorkerInstance, worker: u32) {
+        loop {
+            let part = job.next.fetch_add(1, Ordering::AcqRel);
+            if part >= job.parts {
+                return;
+            }
+            let args = job.args(part);
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.call(instance, &job.module, job.kernel, &args, job.op.as_deref(), worker)
+            }))
+            .unwrap_or_else(|_| {
+                Err(Error::DeviceLost { device: self.index, reason: "a worker thread panicked".into() })
+            });
+            lock(&job.results)[part as usize] = result;
+            if job.unfinished.fetch_sub(1, Ordering::AcqRel) == 1 && worker != 0 {
+                let b = lock(&self.team.board);
+                if b.executor_sleeping {
+                    self.team.finished.notify_one();
+                }
+            }
+        }
+    }
+
     /// A helper thread's loop: waits for each posted job (spinning for [`SPIN`]
-    /// first, as launches come in bursts), runs its call, and reports back.
+    /// first, as launches come in bursts) and runs the parts it can claim.
     fn help(self: Arc<Self>, worker: u32) {
         let team = &self.team;
         let mut seen = 0;
@@ -950,23 +976,9 @@ impl DeviceShared {
                     b.helpers_sleeping -= 1;
                 }
             };
-            let Some(job) = job else { continue };
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if let Some(job) = job {
                 let mut exec = lock(&team.execs[worker as usize - 1]);
-                let args = job.args(worker, self.workers);
-                let instance = &mut exec.instances[job.module.id as usize];
-                self.call(instance, &job.module, job.kernel, &args, job.op.as_deref(), worker)
-            }))
-            .unwrap_or_else(|_| {
-                Err(Error::DeviceLost { device: self.index, reason: "a worker thread panicked".into() })
-            });
-            lock(&job.results)[worker as usize] = result;
-            drop(job);
-            if team.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-                let b = lock(&team.board);
-                if b.executor_sleeping {
-                    team.finished.notify_one();
-                }
+                self.run_parts(&job, &mut exec.instances[job.module.id as usize], worker);
             }
         }
     }

@@ -141,7 +141,43 @@ void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bou
 
 // ATen's threshold metas build (out, x, other): out = x <= threshold ? value : other,
 // with other = x for threshold and (x, other) = (self, grad_output) for its backward.
-void pow_scalar_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& exponent) {
+// As ATen's pow_Tensor_Scalar_out and its CPU kernel: exponent 0 is a fill and
+// 1 a copy; for a floating result 2, 3, -2 and -1 are products and quotients
+// (x * x, x * x * x, 1 / (x * x), 1 / x), which give CPU's values bit for bit
+// at a fraction of pow's cost (x.square() is pow(x, 2)). (Not 0.5: CPU's
+// pow(-inf, 0.5) is inf, sqrt's NaN.)
+void pow_scalar_impl(TensorIteratorBase& iter, const Tensor& base, const Scalar& exponent) {
+  const Tensor& out = iter.output(0);
+  if (!exponent.isComplex()) {
+    const double e = exponent.toDouble();
+    if (e == 0.0) {
+      out.fill_(1);
+      return;
+    }
+    if (e == 1.0) {
+      out.copy_(base);
+      return;
+    }
+    if (at::isFloatingType(out.scalar_type()) && base.scalar_type() == out.scalar_type()) {
+      if (e == 2.0) {
+        at::mul_out(const_cast<Tensor&>(out), base, base);
+        return;
+      }
+      if (e == 3.0 || e == -2.0) {
+        // two steps; CPU takes float16's in float32 (rounded once) and
+        // bfloat16's in bfloat16 (rounded after each)
+        const Tensor b = base.scalar_type() == at::kHalf ? base.to(at::kFloat) : base;
+        const Tensor square = at::mul(b, b);
+        const Tensor result = e == 3.0 ? square.mul_(b) : square.reciprocal_();
+        const_cast<Tensor&>(out).copy_(result);
+        return;
+      }
+      if (e == -1.0) {
+        at::reciprocal_out(const_cast<Tensor&>(out), base);
+        return;
+      }
+    }
+  }
   launch_elementwise(iter, OR_OP_POW_SCALAR, {exponent});
 }
 

@@ -50,9 +50,26 @@ int64_t device_workers() {
   return workers;
 }
 
-// Whether a launch doing `work` runs on every worker.
+// Whether a launch doing `work` is a parallel launch (one call per worker).
 bool parallel(int64_t work) {
   return work >= kParallelWork && device_workers() > 1;
+}
+
+// Elementwise ops that evaluate a transcendental function (tens of
+// instructions per element): they split from fewer elements.
+constexpr bool costly(or_op op) {
+  switch (op) {
+  case OR_OP_EXP: case OR_OP_EXP2: case OR_OP_EXPM1: case OR_OP_LOG: case OR_OP_LOG2: case OR_OP_LOG10:
+  case OR_OP_LOG1P: case OR_OP_TANH: case OR_OP_SIGMOID: case OR_OP_ERF: case OR_OP_SILU: case OR_OP_MISH:
+  case OR_OP_GELU: case OR_OP_GELU_TANH: case OR_OP_SOFTPLUS: case OR_OP_ELU: case OR_OP_SILU_BACKWARD:
+  case OR_OP_GELU_BACKWARD: case OR_OP_GELU_TANH_BACKWARD: case OR_OP_SOFTPLUS_BACKWARD: case OR_OP_ELU_BACKWARD:
+  case OR_OP_SIN: case OR_OP_COS: case OR_OP_ASIN: case OR_OP_ACOS: case OR_OP_ATAN: case OR_OP_ATAN2:
+  case OR_OP_SINH: case OR_OP_COSH: case OR_OP_ASINH: case OR_OP_ACOSH: case OR_OP_ATANH: case OR_OP_TAN:
+  case OR_OP_POW: case OR_OP_POW_SCALAR: case OR_OP_REMAINDER: case OR_OP_FMOD:
+    return true;
+  default:
+    return false;
+  }
 }
 
 // Launches one engine kernel with `block` as its parameter block, whose
@@ -232,7 +249,7 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
   for (const c10::Scalar& arg : args) {
     block.args[a++] = scalar_in(arg, how);
   }
-  launch<kElementwise>(device.index(), block, pointers.data(), npointers, iter.numel());
+  launch<kElementwise>(device.index(), block, pointers.data(), npointers, iter.numel() * (costly(op) ? 8 : 1));
 }
 
 namespace {
@@ -398,7 +415,8 @@ void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor
     line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &input}}, "softmax");
   }
   const int64_t line = input.dim() == 0 ? 1 : input.size(dim);
-  launch<kSoftmax>(device.index(), block, pointers.data(), npointers, input.numel() > line ? input.numel() : 0);
+  // (an exp per element: costly as a transcendental elementwise op)
+  launch<kSoftmax>(device.index(), block, pointers.data(), npointers, input.numel() > line ? 8 * input.numel() : 0);
 }
 
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending) {

@@ -700,6 +700,17 @@ Pool2d pool2d_geometry(const Tensor& input, at::IntArrayRef kernel_size, at::Int
 
 // Each window's maximum (the first of equals; NaN wins) and its position as
 // an index into the input's H x W plane, as CPU returns it.
+// -inf for floating dtypes, the lowest value for integers: what max pooling
+// starts from, and pads with.
+c10::Scalar lowest_of(at::ScalarType dtype) {
+  c10::Scalar lowest;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "max_pool2d", [&] {
+    lowest = std::numeric_limits<scalar_t>::has_infinity ? c10::Scalar(-std::numeric_limits<double>::infinity())
+                                                          : c10::Scalar(std::numeric_limits<scalar_t>::lowest());
+  });
+  return lowest;
+}
+
 std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, at::IntArrayRef kernel_size,
                                                           at::IntArrayRef stride, at::IntArrayRef padding,
                                                           at::IntArrayRef dilation, bool ceil_mode) {
@@ -718,26 +729,54 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, a
       p.padding[1], (p.ow - 1) * p.stride[1] + (p.kernel[1] - 1) * p.dilation[1] + 1 - W - p.padding[1]);
   Tensor padded = x;
   if (p.padding[0] || p.padding[1] || bottom || right) {
-    c10::Scalar lowest;
-    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "max_pool2d", [&] {
-      lowest = std::numeric_limits<scalar_t>::has_infinity ? c10::Scalar(-std::numeric_limits<double>::infinity())
-                                                            : c10::Scalar(std::numeric_limits<scalar_t>::lowest());
-    });
-    padded = at::full({N, C, H + p.padding[0] + bottom, W + p.padding[1] + right}, lowest, x.options());
+    padded = at::full({N, C, H + p.padding[0] + bottom, W + p.padding[1] + right}, lowest_of(x.scalar_type()),
+                      x.options());
     padded.slice(2, p.padding[0], p.padding[0] + H).slice(3, p.padding[1], p.padding[1] + W).copy_(x);
   }
+  // Window position (i, j) of every output at once, in CPU's order: an element
+  // takes the maximum when it is greater, or NaN (so the last NaN wins, and
+  // among equal maxima the first). Padding holds the lowest value, which never
+  // takes; a window of lowest values keeps its first position inside the input.
   const auto s = padded.strides();
-  const Tensor windows = padded
-                             .as_strided({N, C, p.oh, p.ow, p.kernel[0], p.kernel[1]},
-                                         {s[0], s[1], p.stride[0] * s[2], p.stride[1] * s[3], p.dilation[0] * s[2],
-                                          p.dilation[1] * s[3]})
-                             .reshape({N, C, p.oh, p.ow, p.kernel[0] * p.kernel[1]});
-  auto [values, local] = windows.max(-1);
-  // window element k = (i, j) of window (oh, ow) is input (oh*sh - ph + i*dh, ow*sw - pw + j*dw)
-  const Tensor i = local.div(p.kernel[1], "floor"), j = local.remainder(p.kernel[1]);
-  const Tensor rows = at::arange(p.oh, local.options()).mul_(p.stride[0]).sub_(p.padding[0]).view({1, 1, p.oh, 1});
-  const Tensor cols = at::arange(p.ow, local.options()).mul_(p.stride[1]).sub_(p.padding[1]).view({1, 1, 1, p.ow});
-  Tensor indices = (rows + i * p.dilation[0]).mul_(W).add_(cols + j * p.dilation[1]);
+  const auto position = [&](int64_t i, int64_t j) {
+    return padded.as_strided({N, C, p.oh, p.ow}, {s[0], s[1], p.stride[0] * s[2], p.stride[1] * s[3]},
+                             padded.storage_offset() + i * p.dilation[0] * s[2] + j * p.dilation[1] * s[3]);
+  };
+  const auto first_inside = [](int64_t out, int64_t stride, int64_t pad, int64_t dil) {
+    const int64_t start = out * stride - pad;
+    return start >= 0 ? start : start + (-start + dil - 1) / dil * dil;
+  };
+  std::vector<int64_t> row0(p.oh), col0(p.ow);
+  for (int64_t o = 0; o < p.oh; ++o) {
+    row0[o] = first_inside(o, p.stride[0], p.padding[0], p.dilation[0]);
+  }
+  for (int64_t o = 0; o < p.ow; ++o) {
+    col0[o] = first_inside(o, p.stride[1], p.padding[1], p.dilation[1]);
+  }
+  const auto on_device = [&](const std::vector<int64_t>& v, std::initializer_list<int64_t> shape) {
+    return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(x.device()).view(shape);
+  };
+  Tensor indices = (on_device(row0, {1, 1, p.oh, 1}) * W + on_device(col0, {1, 1, 1, p.ow}))
+                       .expand({N, C, p.oh, p.ow})
+                       .contiguous();
+  // each window's top-left position in the input (it may lie in the padding)
+  const auto idx_options = x.options().dtype(at::kLong);
+  const Tensor corner =
+      (at::arange(p.oh, idx_options).mul_(p.stride[0]).sub_(p.padding[0]).view({1, 1, p.oh, 1}) * W)
+          .add(at::arange(p.ow, idx_options).mul_(p.stride[1]).sub_(p.padding[1]).view({1, 1, 1, p.ow}));
+  Tensor values = at::full({N, C, p.oh, p.ow}, lowest_of(x.scalar_type()), x.options());
+  const bool floating = at::isFloatingType(x.scalar_type());
+  for (int64_t i = 0; i < p.kernel[0]; ++i) {
+    for (int64_t j = 0; j < p.kernel[1]; ++j) {
+      const Tensor v = position(i, j);
+      Tensor take = at::gt(v, values);
+      if (floating) {
+        take.logical_or_(at::isnan(v));
+      }
+      values = at::where(take, v, values);
+      indices = at::where(take, corner + (i * p.dilation[0] * W + j * p.dilation[1]), indices);
+    }
+  }
   if (input.dim() == 3) {
     return {values.squeeze(0), indices.squeeze(0)};
   }

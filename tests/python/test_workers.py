@@ -1,6 +1,6 @@
-"""Worker threads per device (``OPENREG_DEVICE_THREADS``): large kernels run on
-every worker at once, each on its part, and results are bit-identical for any
-number of workers."""
+"""Worker threads per device (``OPENREG_DEVICE_THREADS``): large kernels run as
+one call per worker index, taken by the workers at once, and results are
+bit-identical for any number of workers."""
 
 import hashlib
 import os

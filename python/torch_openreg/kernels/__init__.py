@@ -237,12 +237,13 @@ class _WorkerArg:
         return f"torch_openreg.kernels.{self.name}"
 
 
-#: A launch argument (an ``i32`` parameter): the index of the worker making this call, from 0.
-#: A launch with ``WORKER_INDEX`` or ``WORKER_COUNT`` among its arguments runs the kernel once on
-#: every worker of the device (``get_device_properties().workers``), all at once over the same
-#: memory; each call must work on its own part and write only there. Without them a launch runs once.
+#: A launch argument (an ``i32`` parameter): the index of this call, from 0. A launch with
+#: ``WORKER_INDEX`` or ``WORKER_COUNT`` among its arguments makes one call per index up to the
+#: device's worker count (``get_device_properties().workers``), which its workers take at once,
+#: over the same memory; each call must work on its own part and write only there. Without them a
+#: launch runs once.
 WORKER_INDEX = _WorkerArg("worker-index", "WORKER_INDEX")
-#: A launch argument (an ``i32`` parameter): how many workers run this launch. See ``WORKER_INDEX``.
+#: A launch argument (an ``i32`` parameter): how many calls the launch makes. See ``WORKER_INDEX``.
 WORKER_COUNT = _WorkerArg("worker-count", "WORKER_COUNT")
 
 
