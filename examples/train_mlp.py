@@ -61,7 +61,8 @@ def main():
           "  float32 sqrt is correctly rounded, the CPU's is not; 300 Adam steps amplify such differences)")
     per_step, cpu_per_step = seconds / len(losses) * 1e3, cpu_seconds / len(cpu_losses) * 1e3
     print(f"time per step: openreg {per_step:.2f} ms, cpu {cpu_per_step:.2f} ms "
-          f"(openreg takes {per_step / cpu_per_step:.1f}x CPU's time, {torch.get_num_threads()} CPU threads)")
+          f"(openreg takes {per_step / cpu_per_step:.1f}x CPU's time; {torch.get_num_threads()} CPU threads, "
+          f"{torch.openreg.get_device_properties(0).workers} workers per device)")
 
     stats = torch.openreg.memory_stats(0)
     print(f"\nopenreg:0 memory: {torch.openreg.memory_allocated(0) / 2**20:.2f} MiB allocated, "
