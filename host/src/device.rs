@@ -842,7 +842,6 @@ impl DeviceShared {
 
     /// Runs one call of a kernel on one worker's instance; after a trap, resets that
     /// instance's stack pointer and describes the trap.
-    #[allow(clippy::too_many_arguments)]
     fn call(
         &self,
         instance: &mut WorkerInstance,
