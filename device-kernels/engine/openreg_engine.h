@@ -491,7 +491,7 @@ static inline int64_t or_gemm_scratch_bytes(uint32_t dtype, int64_t m, int64_t n
   X(UNIFORM)   /* args[0] + u * (args[1] - args[0]), u in [0, 1) (floats) */       \
   X(NORMAL)    /* args[0] + args[1] * z, z standard normal (Box-Muller) */         \
   X(BERNOULLI) /* u < p ? 1 : 0; p = args[0], or `in`'s element if in_dtype is set */ \
-  X(RANGE)     /* args[0].i + r mod args[1].i (an integer range [from, from + n)) */
+  X(RANGE)     /* args[0].i + r mod n, n = args[1].i as unsigned (0: 2^64): [from, from + n) */
 
 enum or_random_op {
 #define OR_RANDOM_ENUM(name) OR_RANDOM_##name,

@@ -75,8 +75,8 @@ static void draw(const or_random *p, int64_t index, char *out, const char *in) {
   }
   case OR_RANDOM_RANGE: {
     const uint64_t r = ((uint64_t)b.w[0] << 32) | b.w[1];
-    const uint64_t n = (uint64_t)p->args[1].i;
-    store_I64(out, p->dtype, (int64_t)((uint64_t)p->args[0].i + r % n));
+    const uint64_t n = (uint64_t)p->args[1].i; /* 0: all 2^64 values */
+    store_I64(out, p->dtype, (int64_t)((uint64_t)p->args[0].i + (n ? r % n : r)));
     return;
   }
   default:
@@ -86,7 +86,7 @@ static void draw(const or_random *p, int64_t index, char *out, const char *in) {
 
 EXPORT(random) void random(const or_random *p, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
-  if (p->op >= OR_RANDOM_COUNT || p->ndim > OR_MAX_DIMS || (p->op == OR_RANDOM_RANGE && p->args[1].i <= 0)) {
+  if (p->op >= OR_RANDOM_COUNT || p->ndim > OR_MAX_DIMS) {
     TRAP();
   }
   (void)dtype_size(p->dtype);

@@ -1,7 +1,8 @@
-// Random numbers drawn on the device: uniform_, normal_, bernoulli_ (a
-// probability or a tensor of them), bernoulli, random_ over [from, to).
-// rand, randn, randint, dropout's mask and nn.init's fills are built on
-// these, so they follow without entries.
+// Random numbers drawn on the device: uniform_, normal_, exponential_,
+// bernoulli_ (a probability or a tensor of them), bernoulli, random_ (over
+// [from, to), or the dtype's own range), randperm and multinomial. rand,
+// randn, randint, dropout's mask and nn.init's fills are built on these, so
+// they follow without entries.
 //
 // Each launch runs the engine's `random` kernel (Philox keyed by the
 // generator's seed, at a fresh offset from the generator: see
@@ -9,7 +10,12 @@
 // around it, and get_rng_state/set_rng_state replay them. The numbers are
 // not the CPU generator's (no backend's are).
 
+#include <limits>
+#include <type_traits>
+#include <vector>
+
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <torch/library.h>
 
 #include "OpenRegEngine.h"
@@ -100,20 +106,45 @@ Tensor bernoulli_kernel(const Tensor& self, std::optional<at::Generator> generat
   return out;
 }
 
+// [from, from + n) with n = to - from as an unsigned count (0: all 2^64).
+Tensor& random_count(Tensor& self, int64_t from, uint64_t n, std::optional<at::Generator> generator) {
+  fill(engine::OR_RANDOM_RANGE, self, Tensor(), {from, static_cast<int64_t>(n)}, generator);
+  return self;
+}
+
 Tensor& random_range(Tensor& self, int64_t from, int64_t to, std::optional<at::Generator> generator) {
   TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", to);
-  fill(engine::OR_RANDOM_RANGE, self, Tensor(), {from, to - from}, generator);
-  return self;
+  return random_count(self, from, static_cast<uint64_t>(to) - static_cast<uint64_t>(from), generator);
+}
+
+// The largest value random_ draws without `to`, as CPU: 2^digits for floats
+// (every integer up to it is exact), the dtype's maximum for integers.
+uint64_t dtype_top(at::ScalarType dtype) {
+  uint64_t top = 0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "random_", [&] {
+    if constexpr (std::is_floating_point_v<scalar_t> || std::is_same_v<scalar_t, at::Half> ||
+                  std::is_same_v<scalar_t, at::BFloat16>) {
+      top = uint64_t{1} << std::numeric_limits<scalar_t>::digits;
+    } else {
+      top = static_cast<uint64_t>(std::numeric_limits<scalar_t>::max());
+    }
+  });
+  return top;
 }
 
 Tensor& random_from_kernel(Tensor& self, int64_t from, std::optional<int64_t> to,
                            std::optional<at::Generator> generator) {
-  // without `to` the range is the dtype's own, which the fallback knows
-  if (!structured::engine_handles(self) || !to.has_value() || self.scalar_type() == at::kBool) {
+  if (!structured::engine_handles(self) || self.scalar_type() == at::kBool) {
     return structured::fallback<at::_ops::random__from>(self, from, to, generator);
   }
   count<at::_ops::random__from>();
-  return random_range(self, from, *to, generator);
+  if (to.has_value()) {
+    return random_range(self, from, *to, generator);
+  }
+  const uint64_t top = dtype_top(self.scalar_type());
+  TORCH_CHECK(static_cast<int64_t>(top) >= from, "random_ expects 'from' casted to dtype to be less than or equal to "
+              "'to_inc' casted to dtype, but got from=", from, " > to_inc=", top);
+  return random_count(self, from, top - static_cast<uint64_t>(from) + 1, generator);
 }
 
 Tensor& random_to_kernel(Tensor& self, int64_t to, std::optional<at::Generator> generator) {
@@ -122,6 +153,102 @@ Tensor& random_to_kernel(Tensor& self, int64_t to, std::optional<at::Generator> 
   }
   count<at::_ops::random__to>();
   return random_range(self, 0, to, generator);
+}
+
+Tensor& random_kernel(Tensor& self, std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::random_>(self, generator);
+  }
+  count<at::_ops::random_>();
+  return random_count(self, 0, self.scalar_type() == at::kBool ? 2 : dtype_top(self.scalar_type()) + 1, generator);
+}
+
+// -log(1 - u) / lambda, u uniform in [0, 1).
+Tensor& exponential_kernel(Tensor& self, double lambda, std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::exponential_>(self, lambda, generator);
+  }
+  engine::check_dtype(at::isFloatingType(self.scalar_type()), "exponential_cpu", self.scalar_type());
+  TORCH_CHECK(lambda > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambda);
+  count<at::_ops::exponential_>();
+  fill(engine::OR_RANDOM_UNIFORM, self, Tensor(), {0.0, 1.0}, generator);
+  self.neg_().log1p_().div_(-lambda);
+  return self;
+}
+
+// A random permutation: n random 64-bit keys, stably sorted; the order of
+// the sort is the permutation.
+Tensor& randperm_kernel(int64_t n, std::optional<at::Generator> generator, Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  if (!structured::engine_handles(out) || out.scalar_type() == at::kBool) {
+    return structured::fallback<at::_ops::randperm_generator_out>(n, generator, out);
+  }
+  TORCH_CHECK(n <= 1 || static_cast<uint64_t>(n - 1) <= dtype_top(out.scalar_type()), "n is too large for result "
+              "tensor type: '", out.toString(), "'");
+  count<at::_ops::randperm_generator_out>();
+  out.resize_({n});
+  if (n > 0) {
+    Tensor keys = at::empty({n}, out.options().dtype(at::kLong));
+    random_count(keys, 0, 0, generator);
+    out.copy_(std::get<1>(keys.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false)));
+  }
+  return out;
+}
+
+// multinomial's checks, as CPU makes them (one reduction read back).
+void check_distribution(const Tensor& probs) {
+  const Tensor valid = (probs.amax() < std::numeric_limits<double>::infinity()).logical_and_(probs.amin() >= 0);
+  TORCH_CHECK(valid.item<bool>(), "probability tensor contains either `inf`, `nan` or element < 0");
+  const Tensor sums = probs.dim() == 1 ? probs.sum() : probs.sum(1);
+  TORCH_CHECK(!sums.eq(0).any().item<bool>(), "invalid multinomial distribution (sum of probabilities <= 0)");
+}
+
+// Without replacement (or one sample): the largest p / q, q ~ Exp(1) (the
+// Gumbel trick CPU uses). With replacement: each sample is the first
+// category whose cumulative probability exceeds a uniform draw.
+Tensor multinomial_kernel(const Tensor& self, c10::SymInt n_sample_sym, bool replacement,
+                          std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::multinomial>(self, n_sample_sym, replacement, generator);
+  }
+  const int64_t n_sample = n_sample_sym.expect_int();
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, "
+              "got: ", self.scalar_type());
+  TORCH_CHECK(n_sample > 0, "cannot sample n_sample <= 0 samples");
+  const int64_t n_categories = self.size(-1);
+  TORCH_CHECK(replacement || n_sample <= n_categories,
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(n_categories <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
+  count<at::_ops::multinomial>();
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 1);
+  shape.push_back(n_sample);
+  if (self.numel() == 0) {
+    return at::empty(shape, self.options().dtype(at::kLong));
+  }
+  check_distribution(self);
+  if (!replacement || n_sample == 1) {
+    Tensor q = at::empty_like(self, at::MemoryFormat::Contiguous);
+    exponential_kernel(q, 1.0, generator);
+    // a zero draw would make 0 / 0 for an impossible category
+    q.clamp_min_(std::numeric_limits<float>::min());
+    const Tensor keys = self / q;
+    return n_sample == 1 ? keys.argmax(-1, /*keepdim=*/true) : std::get<1>(keys.topk(n_sample));
+  }
+  const Tensor rows = self.dim() == 1 ? self.unsqueeze(0) : self;
+  Tensor cdf = rows.to(at::kDouble).cumsum(1);
+  cdf.div_(cdf.narrow(1, n_categories - 1, 1)); // the last entry exactly 1
+  Tensor u = at::empty({rows.size(0), n_sample}, cdf.options());
+  fill(engine::OR_RANDOM_UNIFORM, u, Tensor(), {0.0, 1.0}, generator);
+  // the count of cumulative probabilities <= u: the first category whose
+  // one exceeds u (never a zero-probability one), in bounded chunks
+  Tensor result = at::empty({rows.size(0), n_sample}, self.options().dtype(at::kLong));
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 24) / (rows.size(0) * n_categories));
+  for (int64_t start = 0; start < n_sample; start += chunk) {
+    const int64_t len = std::min(chunk, n_sample - start);
+    result.narrow(1, start, len).copy_(cdf.unsqueeze(1).le(u.narrow(1, start, len).unsqueeze(2)).sum(2));
+  }
+  return self.dim() == 1 ? result.squeeze(0) : result;
 }
 
 } // namespace
@@ -136,4 +263,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bernoulli", TORCH_FN(bernoulli_kernel));
   m.impl("random_.from", TORCH_FN(random_from_kernel));
   m.impl("random_.to", TORCH_FN(random_to_kernel));
+  m.impl("random_", TORCH_FN(random_kernel));
+  m.impl("exponential_", TORCH_FN(exponential_kernel));
+  m.impl("randperm.generator_out", TORCH_FN(randperm_kernel));
+  m.impl("multinomial", TORCH_FN(multinomial_kernel));
 }

@@ -198,3 +198,89 @@ def test_a_model_with_dropout_trains_entirely_on_the_device():
             losses.append(loss.item())
     assert losses[-1] < losses[0]
     assert all(c["fallback"] == 0 for c in torch.openreg.op_counts().values())
+
+
+@pytest.mark.parametrize(
+    "dtype, top",
+    [(torch.float32, 2**24), (torch.float16, 2**11), (torch.bfloat16, 2**8), (torch.float64, 2**53),
+     (torch.int64, 2**63 - 1), (torch.int32, 2**31 - 1), (torch.int8, 127), (torch.uint8, 255), (torch.bool, 1)],
+    ids=str,
+)
+def test_random_without_a_range_covers_the_dtype_range(dtype, top):
+    torch.openreg.manual_seed(9)
+    with torch.openreg.fallback_policy("error"):
+        r = torch.empty(100_000, dtype=dtype, device=DEV).random_().cpu()
+    values = r.double() if dtype.is_floating_point else r.long()
+    assert values.min() >= 0 and values.max() <= top
+    # the upper half of the range is reached: not a narrower range
+    assert values.max() > top // 2 if dtype != torch.bool else values.max() == 1
+
+
+def test_random_from_without_to_reaches_the_whole_int64_range():
+    with torch.openreg.fallback_policy("error"):
+        r = torch.empty(10_000, dtype=torch.int64, device=DEV).random_(-(2**63), None).cpu()
+        s = torch.empty(10_000, dtype=torch.int8, device=DEV).random_(-5, None).cpu()
+    assert r.min() < -(2**62) and r.max() > 2**62
+    assert s.min() == -5 and s.max() == 127
+
+
+def test_exponential_moments_and_reproducibility():
+    torch.openreg.manual_seed(10)
+    with torch.openreg.fallback_policy("error"):
+        e = torch.empty(200_000, dtype=torch.float64, device=DEV).exponential_(2.0).cpu()
+    assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.01 and abs(e.std() - 0.5) < 0.01
+    with pytest.raises(RuntimeError, match="lambda > 0.0"):
+        torch.empty(3, device=DEV).exponential_(0.0)
+
+
+@pytest.mark.parametrize("n", (0, 1, 7, 5000))
+@pytest.mark.parametrize("dtype", (torch.int64, torch.int16, torch.float32), ids=str)
+def test_randperm_is_a_permutation_drawn_on_the_device(n, dtype):
+    torch.openreg.manual_seed(11)
+    torch.openreg.reset_op_counts()
+    with torch.openreg.fallback_policy("error"):
+        p = torch.randperm(n, dtype=dtype, device=DEV)
+    assert p.device.type == "openreg" and p.dtype == dtype
+    assert torch.equal(p.cpu().long().sort().values, torch.arange(n))
+    torch.openreg.manual_seed(11)
+    assert torch.equal(torch.randperm(n, dtype=dtype, device=DEV).cpu(), p.cpu())
+    if n > 100:  # not the identity, and not the same as the next draw
+        assert not torch.equal(p.cpu().long(), torch.arange(n))
+        assert not torch.equal(torch.randperm(n, dtype=dtype, device=DEV).cpu(), p.cpu())
+
+
+def test_randperm_too_large_for_the_dtype_raises():
+    with pytest.raises(RuntimeError, match="too large"):
+        torch.randperm(300, dtype=torch.int8, device=DEV)
+    with pytest.raises(RuntimeError, match="negative"):
+        torch.randperm(-1, device=DEV)
+
+
+def test_multinomial_frequencies_with_and_without_replacement():
+    torch.openreg.manual_seed(12)
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.0, 0.0, 0.0, 5.0]], device=DEV)
+    with torch.openreg.fallback_policy("error"):
+        with_rep = torch.multinomial(probs, 40_000, replacement=True).cpu()
+        single = torch.multinomial(probs, 1).cpu()
+        without = torch.stack([torch.multinomial(probs[0], 3) for _ in range(2000)]).cpu()
+    freq = torch.bincount(with_rep[0], minlength=4).double() / 40_000
+    torch.testing.assert_close(freq, torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.float64), atol=0.01, rtol=0)
+    assert (with_rep[1] == 3).all() and single[1].item() == 3 and single[0].item() != 1
+    # without replacement: three distinct categories, never the impossible one, and the
+    # likeliest one usually first
+    assert all(len(set(row.tolist())) == 3 and 1 not in row.tolist() for row in without)
+    assert abs((without[:, 0] == 2).double().mean() - 0.6) < 0.05
+
+
+def test_multinomial_bad_distributions_raise_like_cpu():
+    for bad, message in ((torch.tensor([0.5, -1.0]), "element < 0"), (torch.tensor([0.0, 0.0]), "sum of probabilities"),
+                         (torch.tensor([1.0, float("nan")]), "nan")):
+        with pytest.raises(RuntimeError, match=message):
+            torch.multinomial(bad, 1)
+        with pytest.raises(RuntimeError, match=message):
+            torch.multinomial(bad.to(DEV), 1)
+    with pytest.raises(RuntimeError, match="without replacement"):
+        torch.multinomial(torch.ones(3, device=DEV), 4)
+    with pytest.raises(RuntimeError, match="1 or 2 dim"):
+        torch.multinomial(torch.ones(2, 2, 2, device=DEV), 1)
+    assert torch.multinomial(torch.ones(3, device=DEV), 2).cpu().unique().numel() == 2
