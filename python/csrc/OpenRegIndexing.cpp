@@ -624,6 +624,77 @@ Tensor& eye_n_out(int64_t n, Tensor& result) {
   return eye_out(n, n, result);
 }
 
+// ---- unique ----
+
+// The distinct values of `self` in ascending order (NaNs each their own, as
+// CPU's sort-based unique), the position of each element's value among them
+// (inverse, shaped like self) and how often each occurs: a stable sort, a
+// mask of where the sorted values change, and scans over it. Only the count
+// of distinct values (the output's size) is read back, as any backend must.
+std::tuple<Tensor, Tensor, Tensor> unique_sorted(const Tensor& self, bool consecutive, bool return_inverse,
+                                                 bool return_counts) {
+  const Tensor flat = self.reshape({-1});
+  const int64_t n = flat.numel();
+  Tensor values = flat, order;
+  if (!consecutive) {
+    auto [sorted, perm] = flat.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+    values = sorted;
+    order = perm;
+  }
+  Tensor starts = at::ones({n}, flat.options().dtype(at::kBool)); // where a new value begins
+  if (n > 1) {
+    starts.narrow(0, 1, n - 1).copy_(values.narrow(0, 1, n - 1).ne(values.narrow(0, 0, n - 1)));
+  }
+  Tensor unique = values.masked_select(starts);
+  Tensor inverse, counts;
+  if (return_inverse || return_counts) {
+    const Tensor group = starts.cumsum(0).sub_(1); // each sorted element's value's position
+    if (return_inverse) {
+      inverse = consecutive ? group : at::empty({n}, group.options()).scatter_(0, order, group);
+      inverse = inverse.view(self.sizes());
+    }
+    if (return_counts) {
+      counts = at::zeros({unique.numel()}, group.options()).index_add_(0, group, at::ones_like(group));
+    }
+  }
+  if (!inverse.defined()) {
+    inverse = at::empty({0}, self.options().dtype(at::kLong));
+  }
+  if (!counts.defined()) {
+    counts = at::empty({0}, self.options().dtype(at::kLong));
+  }
+  return {unique, inverse, counts};
+}
+
+// `sorted` may be false: sorted output is one valid order (CPU sorts too).
+std::tuple<Tensor, Tensor> unique_kernel(const Tensor& self, bool /*sorted*/, bool return_inverse) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::_unique>(self, true, return_inverse);
+  }
+  openreg::count_op(structured::counted_name<at::_ops::_unique>(), true);
+  auto [values, inverse, counts] = unique_sorted(self, false, return_inverse, false);
+  return {values, inverse};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique2_kernel(const Tensor& self, bool /*sorted*/, bool return_inverse,
+                                                  bool return_counts) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::_unique2>(self, true, return_inverse, return_counts);
+  }
+  openreg::count_op(structured::counted_name<at::_ops::_unique2>(), true);
+  return unique_sorted(self, false, return_inverse, return_counts);
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive_kernel(const Tensor& self, bool return_inverse,
+                                                             bool return_counts, std::optional<int64_t> dim) {
+  if (!structured::engine_handles(self) || (dim.has_value() && self.dim() > 1)) {
+    // along a dimension of a multi-dimensional tensor: ATen's kernel, through the fallback
+    return structured::fallback<at::_ops::unique_consecutive>(self, return_inverse, return_counts, dim);
+  }
+  openreg::count_op(structured::counted_name<at::_ops::unique_consecutive>(), true);
+  return unique_sorted(self, true, return_inverse, return_counts);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -660,6 +731,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
   m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
+  m.impl("_unique", TORCH_FN(unique_kernel));
+  m.impl("_unique2", TORCH_FN(unique2_kernel));
+  m.impl("unique_consecutive", TORCH_FN(unique_consecutive_kernel));
 }
 
 } // namespace openreg::indexing

@@ -30,15 +30,11 @@
 #include <torch/library.h>
 
 #include "OpenRegEngine.h"
+#include "OpenRegNN.h"
 #include "OpenRegStructured.h"
 
 namespace openreg::nn {
-namespace {
 
-using at::Tensor;
-using structured::Functional;
-
-// The type the op computes in: float32 for the 16-bit floats.
 at::ScalarType opmath(at::ScalarType dtype) {
   return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
 }
@@ -54,6 +50,39 @@ bool defined(const std::optional<Tensor>& t) {
 void check_floating(const Tensor& t, const char* op) {
   engine::check_dtype(at::isFloatingType(t.scalar_type()), op, t.scalar_type());
 }
+
+c10::Scalar lowest_of(at::ScalarType dtype) {
+  c10::Scalar lowest;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "max_pool2d", [&] {
+    lowest = std::numeric_limits<scalar_t>::has_infinity ? c10::Scalar(-std::numeric_limits<double>::infinity())
+                                                          : c10::Scalar(std::numeric_limits<scalar_t>::lowest());
+  });
+  return lowest;
+}
+
+void WindowMax::visit(const Tensor& candidate, const Tensor& index, const Tensor& inside) {
+  Tensor take = at::gt(candidate, values);
+  if (at::isFloatingType(candidate.scalar_type())) {
+    take.logical_or_(at::isnan(candidate));
+  }
+  if (inside.defined()) {
+    take.logical_and_(inside);
+  }
+  values = at::where(take, candidate, values);
+  indices = at::where(take, index, indices);
+}
+
+Tensor scatter_to_picks(const Tensor& grad_output, const Tensor& input, const Tensor& indices) {
+  const Tensor g = grad_output.dim() == 3 ? grad_output.unsqueeze(0) : grad_output;
+  const int64_t N = g.size(0), C = g.size(1), P = g.size(2) * g.size(3);
+  Tensor grad = at::zeros({N, C, input.size(-2) * input.size(-1)}, grad_output.options());
+  grad.scatter_add_(2, indices.reshape({N, C, P}), g.reshape({N, C, P}));
+  return grad.view(input.sizes());
+}
+
+namespace {
+
+using structured::Functional;
 
 template <class Op, bool Log, class Meta>
 Tensor softmax_entry(const Tensor& self, int64_t dim, bool half_to_float) {
@@ -434,6 +463,164 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
   return {grad_input, grad_weight, grad_bias};
 }
 
+// Group normalization's backward over (N, G, D * HxW) groups, D = C / G:
+// grad_input = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per group,
+// gw = grad * weight[c]; the weight's gradient sums grad * xhat per channel,
+// the bias's sums grad. (The forward is ATen's composite of device ops.)
+std::tuple<Tensor, Tensor, Tensor> group_norm_backward_kernel(const Tensor& grad_out, const Tensor& input,
+                                                              const Tensor& mean, const Tensor& rstd,
+                                                              const std::optional<Tensor>& weight, c10::SymInt N_sym,
+                                                              c10::SymInt C_sym, c10::SymInt HxW_sym, int64_t group,
+                                                              std::array<bool, 3> output_mask) {
+  if (!structured::engine_handles(grad_out, input, mean, rstd, weight)) {
+    return structured::fallback<at::_ops::native_group_norm_backward>(grad_out, input, mean, rstd, weight, N_sym,
+                                                                      C_sym, HxW_sym, group, output_mask);
+  }
+  check_floating(input, "native_group_norm_backward");
+  const int64_t N = N_sym.expect_int(), C = C_sym.expect_int(), HxW = HxW_sym.expect_int();
+  TORCH_CHECK(group > 0 && C % group == 0, "Expected number of channels in input to be divisible by num_groups, but "
+              "got input of shape ", input.sizes(), " and num_groups=", group);
+  TORCH_CHECK(input.numel() == N * C * HxW, "Expected input to have ", N * C * HxW, " elements, got ", input.numel());
+  TORCH_CHECK(mean.numel() == N * group && rstd.numel() == N * group, "Expected mean and rstd to have ", N * group,
+              " elements");
+  Tensor grad_input, grad_weight, grad_bias;
+  if (input.numel() == 0) {
+    const auto zeros = [&](bool wanted) {
+      return wanted ? at::zeros({C}, input.options().dtype(defined(weight) ? weight->scalar_type() : input.scalar_type()))
+                    : Tensor();
+    };
+    return {output_mask[0] ? at::empty_like(input) : Tensor(), zeros(output_mask[1]), zeros(output_mask[2])};
+  }
+  const int64_t D = C / group;
+  const Tensor x = in_opmath(input).reshape({N, group, D, HxW});
+  const Tensor g = in_opmath(grad_out).reshape({N, group, D, HxW});
+  const Tensor r = in_opmath(rstd).reshape({N, group, 1, 1});
+  const Tensor xhat = (x - in_opmath(mean).reshape({N, group, 1, 1})).mul_(r);
+  if (output_mask[0]) {
+    const Tensor gw = defined(weight) ? g * in_opmath(*weight).reshape({1, group, D, 1}) : g;
+    Tensor gi = gw - gw.mean({2, 3}, /*keepdim=*/true);
+    gi.sub_(xhat * (gw * xhat).mean({2, 3}, /*keepdim=*/true)).mul_(r);
+    grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
+  }
+  const at::ScalarType param_dtype = defined(weight) ? weight->scalar_type() : input.scalar_type();
+  if (output_mask[1]) {
+    grad_weight = (g * xhat).sum({0, 3}).reshape({C}).to(param_dtype);
+  }
+  if (output_mask[2]) {
+    grad_bias = g.sum({0, 3}).reshape({C}).to(param_dtype);
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+// ---- binary cross entropy, log-sigmoid ----
+
+// CPU checks every input and target lies in [0, 1] (CUDA asserts on the
+// device); here one device reduction answers for the whole tensor.
+void check_unit_interval(const Tensor& t, const char* what) {
+  if (t.numel() > 0) {
+    TORCH_CHECK(!(t.lt(0).logical_or_(t.gt(1)).logical_or_(t.isnan())).any().item<bool>(), "all elements of ", what,
+                " should be between 0 and 1");
+  }
+}
+
+Tensor reduce_loss(const Tensor& loss, int64_t reduction) {
+  if (reduction == at::Reduction::Mean) {
+    return loss.mean();
+  }
+  return reduction == at::Reduction::Sum ? loss.sum() : loss;
+}
+
+// -w * (t * max(log(x), -100) + (1 - t) * max(log(1 - x), -100)), as CPU
+// computes it: (t - 1) * log1p(-x) - t * log(x), each log clamped at -100.
+Tensor binary_cross_entropy_kernel(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
+                                   int64_t reduction) {
+  if (!structured::engine_handles(self, target, weight)) {
+    return structured::fallback<at::_ops::binary_cross_entropy>(self, target, weight, reduction);
+  }
+  check_floating(self, "binary_cross_entropy");
+  TORCH_CHECK(self.sizes() == target.sizes(), "Using a target size (", target.sizes(), ") that is different to the "
+              "input size (", self.sizes(), ") is deprecated. Please ensure they have the same size.");
+  check_unit_interval(self, "input");
+  check_unit_interval(target, "target");
+  const Tensor x = in_opmath(self), t = in_opmath(target);
+  Tensor loss = (t - 1).mul_(at::log1p(-x).clamp_min_(-100)).sub_(t * at::log(x).clamp_min_(-100));
+  if (defined(weight)) {
+    loss.mul_(in_opmath(*weight));
+  }
+  return reduce_loss(loss, reduction).to(self.scalar_type());
+}
+
+// grad * (x - t) / max((1 - x) * x, 1e-12) * w, over the element count for
+// the mean.
+Tensor binary_cross_entropy_backward_kernel(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                                            const std::optional<Tensor>& weight, int64_t reduction) {
+  if (!structured::engine_handles(grad_output, self, target, weight)) {
+    return structured::fallback<at::_ops::binary_cross_entropy_backward>(grad_output, self, target, weight,
+                                                                         reduction);
+  }
+  check_floating(self, "binary_cross_entropy_backward");
+  const Tensor x = in_opmath(self), t = in_opmath(target);
+  Tensor grad = in_opmath(grad_output) * (x - t) / ((1 - x) * x).clamp_min_(1e-12);
+  if (defined(weight)) {
+    grad.mul_(in_opmath(*weight));
+  }
+  if (reduction == at::Reduction::Mean && self.numel() > 0) {
+    grad.div_(static_cast<double>(self.numel()));
+  }
+  return grad.to(self.scalar_type());
+}
+
+// log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given (the
+// gradient of binary_cross_entropy with respect to its target).
+Tensor logit_kernel(const Tensor& self, std::optional<double> eps) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::logit>(self, eps);
+  }
+  const Tensor x = at::isIntegralType(self.scalar_type(), true) ? self.to(at::kFloat) : in_opmath(self);
+  // CPU's x < lo ? lo : (x > hi ? hi : x): lo wins when eps > 0.5
+  const Tensor z = eps.has_value() ? at::where(x.lt(*eps), *eps, at::where(x.gt(1.0 - *eps), 1.0 - *eps, x)) : x;
+  const Tensor out = at::log(z / (1 - z));
+  return at::isFloatingType(self.scalar_type()) ? out.to(self.scalar_type()) : out;
+}
+
+// grad / (x (1 - x)); with eps, 0 outside [eps, 1 - eps]; without, NaN
+// outside [0, 1].
+Tensor logit_backward_kernel(const Tensor& grad_output, const Tensor& self, std::optional<double> eps) {
+  if (!structured::engine_handles(grad_output, self)) {
+    return structured::fallback<at::_ops::logit_backward>(grad_output, self, eps);
+  }
+  check_floating(self, "logit_backward");
+  const Tensor x = in_opmath(self);
+  const Tensor grad = in_opmath(grad_output) / (x * (1 - x));
+  const Tensor outside = eps.has_value() ? x.lt(*eps).logical_or_(x.gt(1.0 - *eps)) : x.lt(0).logical_or_(x.gt(1));
+  const double fill = eps.has_value() ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+  return at::where(outside, fill, grad).to(self.scalar_type());
+}
+
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)). The buffer CPU returns
+// (exp(-|x|)) is recomputed by the backward, as CUDA does: it is empty.
+std::tuple<Tensor, Tensor> log_sigmoid_forward_kernel(const Tensor& self) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::log_sigmoid_forward>(self);
+  }
+  check_floating(self, "log_sigmoid_forward");
+  const Tensor x = in_opmath(self);
+  Tensor out = x.clamp_max(0).sub_(at::log1p(at::exp(-x.abs())));
+  return {out.to(self.scalar_type()), at::empty({0}, self.options())};
+}
+
+// grad * (1 - q) for x < 0, grad * q otherwise, q = z / (1 + z), z = exp(-|x|).
+Tensor log_sigmoid_backward_kernel(const Tensor& grad_output, const Tensor& self, const Tensor& buffer) {
+  if (!structured::engine_handles(grad_output, self, buffer)) {
+    return structured::fallback<at::_ops::log_sigmoid_backward>(grad_output, self, buffer);
+  }
+  check_floating(self, "log_sigmoid_backward");
+  const Tensor x = in_opmath(self);
+  const Tensor z = at::exp(-x.abs());
+  const Tensor q = z / (z + 1);
+  return (in_opmath(grad_output) * at::where(x.lt(0), 1 - q, q)).to(self.scalar_type());
+}
+
 // ---- embedding, dropout, infinities ----
 
 // Each index's row of the gradient added into its weight row (in index
@@ -503,7 +690,7 @@ Tensor isinf_signed_kernel(const Tensor& self) {
   return self.eq(Positive ? inf : -inf);
 }
 
-// ---- convolution (1-d and 2-d, not transposed) ----
+// ---- convolution (1-d and 2-d, plain and transposed) ----
 
 // The windows of a zero-padded (N, C, H, W) input as a contiguous
 // (N, groups, C/groups * kh * kw, OH * OW) tensor: im2col, one device copy of
@@ -518,48 +705,6 @@ Tensor im2col(const Tensor& padded, int64_t groups, int64_t kh, int64_t kw, at::
   return windows.reshape({N, groups, C / groups * kh * kw, oh * ow});
 }
 
-// Convolution's arguments for a 2-d view of the op: 1-d ones gain a height of 1.
-struct Conv2d {
-  Tensor input, weight; // (N, C, H, W), (O, C/g, kh, kw)
-  std::array<int64_t, 2> stride, padding, dilation;
-  int64_t groups, oh, ow;
-  bool one_d;
-};
-
-std::optional<Conv2d> conv2d_view(const Tensor& input, const Tensor& weight, at::IntArrayRef stride,
-                                  at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  if (input.dim() != weight.dim() || (input.dim() != 3 && input.dim() != 4) || groups < 1 ||
-      input.size(1) != weight.size(1) * groups || weight.size(0) % groups != 0) {
-    return std::nullopt; // other shapes: ATen's checks and kernels, through the fallback
-  }
-  Conv2d c;
-  c.one_d = input.dim() == 3;
-  c.input = c.one_d ? input.unsqueeze(2) : input;
-  c.weight = c.one_d ? weight.unsqueeze(2) : weight;
-  const auto pick = [&](at::IntArrayRef v, int64_t fill) -> std::array<int64_t, 2> {
-    const int64_t n = c.one_d ? 1 : 2;
-    TORCH_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == n, "convolution: expected ", n,
-                " values, got ", v.size());
-    return c.one_d ? std::array<int64_t, 2>{fill, v[0]} : std::array<int64_t, 2>{v[0], v.size() == 1 ? v[0] : v[1]};
-  };
-  c.stride = pick(stride, 1);
-  c.padding = pick(padding, 0);
-  c.dilation = pick(dilation, 1);
-  c.groups = groups;
-  const auto out_size = [&](int d) {
-    const int64_t in = c.input.size(2 + d) + 2 * c.padding[d];
-    const int64_t span = c.dilation[d] * (c.weight.size(2 + d) - 1) + 1;
-    return in < span ? int64_t{-1} : (in - span) / c.stride[d] + 1;
-  };
-  c.oh = out_size(0);
-  c.ow = out_size(1);
-  if (c.oh < 0 || c.ow < 0 || c.stride[0] < 1 || c.stride[1] < 1 || c.dilation[0] < 1 || c.dilation[1] < 1 ||
-      c.padding[0] < 0 || c.padding[1] < 0) {
-    return std::nullopt;
-  }
-  return c;
-}
-
 Tensor pad2d(const Tensor& x, const std::array<int64_t, 2>& padding) {
   if (padding[0] == 0 && padding[1] == 0) {
     return x;
@@ -567,100 +712,198 @@ Tensor pad2d(const Tensor& x, const std::array<int64_t, 2>& padding) {
   return at::constant_pad_nd(x, {padding[1], padding[1], padding[0], padding[0]}, 0);
 }
 
-// out[n, g] = weight[g] (O/g, K) @ cols[n, g] (K, P), per group; plus bias.
-Tensor convolution_kernel(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-                          c10::SymIntArrayRef stride_sym, c10::SymIntArrayRef padding_sym,
-                          c10::SymIntArrayRef dilation_sym, bool transposed, c10::SymIntArrayRef output_padding,
-                          c10::SymInt groups_sym) {
-  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_sym);
-  const auto padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
-  const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_sym);
-  const int64_t groups = groups_sym.expect_int();
-  const auto geometry = transposed ? std::nullopt : conv2d_view(input, weight, stride, padding, dilation, groups);
-  if (!geometry || !structured::engine_handles(input, weight, bias) || input.scalar_type() == at::kBool ||
-      input.scalar_type() != weight.scalar_type()) {
-    return structured::fallback<at::_ops::convolution>(input, weight, bias, stride_sym, padding_sym, dilation_sym,
-                                                       transposed, output_padding, groups_sym);
+// A plain 2-d convolution's geometry: input (N, C, H, W), weight (O, C/g, kh,
+// kw), output (N, O, oh, ow). A transposed convolution is the input gradient
+// of the plain one whose output has the transposed one's input shape, with
+// the same weight: its input is the plain one's output, and its output the
+// plain one's input. 1-d convolutions gain a height of 1.
+struct Conv2d {
+  std::array<int64_t, 2> stride, padding, dilation;
+  int64_t groups, N, C, H, W, O, kh, kw, oh, ow;
+  bool one_d;
+};
+
+std::optional<Conv2d> conv2d_geometry(const Tensor& input, const Tensor& weight, at::IntArrayRef stride,
+                                      at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                      at::IntArrayRef output_padding, int64_t groups) {
+  if (input.dim() != weight.dim() || (input.dim() != 3 && input.dim() != 4) || groups < 1 ||
+      weight.size(0) % groups != 0 || input.size(1) != (transposed ? weight.size(0) : weight.size(1) * groups)) {
+    return std::nullopt; // other shapes: ATen's checks and kernels, through the fallback
   }
-  const Conv2d& c = *geometry;
-  const int64_t N = c.input.size(0), O = c.weight.size(0), g = c.groups;
-  const int64_t kh = c.weight.size(2), kw = c.weight.size(3);
-  Tensor out = at::empty({N, g, O / g, c.oh * c.ow}, input.options());
+  Conv2d c{};
+  c.one_d = input.dim() == 3;
+  const auto pick = [&](at::IntArrayRef v, int64_t fill) -> std::optional<std::array<int64_t, 2>> {
+    const size_t n = c.one_d ? 1 : 2;
+    if (v.size() != 1 && v.size() != n) {
+      return std::nullopt;
+    }
+    return c.one_d ? std::array<int64_t, 2>{fill, v[0]} : std::array<int64_t, 2>{v[0], v.size() == 1 ? v[0] : v[1]};
+  };
+  const auto s = pick(stride, 1), p = pick(padding, 0), d = pick(dilation, 1);
+  const auto op = transposed ? pick(output_padding, 0) : std::optional<std::array<int64_t, 2>>({0, 0});
+  if (!s || !p || !d || !op) {
+    return std::nullopt;
+  }
+  c.stride = *s;
+  c.padding = *p;
+  c.dilation = *d;
+  c.groups = groups;
+  c.N = input.size(0);
+  c.kh = c.one_d ? 1 : weight.size(2);
+  c.kw = weight.size(-1);
+  const int64_t in_h = c.one_d ? 1 : input.size(2), in_w = input.size(-1);
+  for (int i = 0; i < 2; ++i) {
+    if (c.stride[i] < 1 || c.dilation[i] < 1 || c.padding[i] < 0 || (*op)[i] < 0 ||
+        ((*op)[i] >= c.stride[i] && (*op)[i] >= c.dilation[i])) {
+      return std::nullopt;
+    }
+  }
+  const std::array<int64_t, 2> k{c.kh, c.kw};
+  const auto plain_out = [&](int64_t in, int i) {
+    const int64_t span = c.dilation[i] * (k[i] - 1) + 1;
+    return in + 2 * c.padding[i] < span ? int64_t{-1} : (in + 2 * c.padding[i] - span) / c.stride[i] + 1;
+  };
+  if (transposed) {
+    c.C = weight.size(1) * groups;
+    c.O = weight.size(0);
+    c.oh = in_h;
+    c.ow = in_w;
+    c.H = (in_h - 1) * c.stride[0] - 2 * c.padding[0] + c.dilation[0] * (c.kh - 1) + (*op)[0] + 1;
+    c.W = (in_w - 1) * c.stride[1] - 2 * c.padding[1] + c.dilation[1] * (c.kw - 1) + (*op)[1] + 1;
+    if (c.H < 1 || c.W < 1) {
+      return std::nullopt;
+    }
+  } else {
+    c.C = input.size(1);
+    c.O = weight.size(0);
+    c.H = in_h;
+    c.W = in_w;
+    c.oh = plain_out(in_h, 0);
+    c.ow = plain_out(in_w, 1);
+    if (c.oh < 0 || c.ow < 0) {
+      return std::nullopt;
+    }
+  }
+  return c;
+}
+
+// A tensor of the op as 4-d: 1-d convolutions' (N, C, L) as (N, C, 1, L).
+Tensor as4d(const Conv2d& c, const Tensor& t) {
+  return c.one_d ? t.unsqueeze(2) : t;
+}
+
+Tensor from4d(const Conv2d& c, const Tensor& t) {
+  return c.one_d ? t.squeeze(2) : t;
+}
+
+// The plain convolution: out[n, g] = weight[g] (O/g, K) @ cols[n, g] (K, P).
+Tensor conv_forward(const Conv2d& c, const Tensor& x, const Tensor& weight) {
+  const int64_t g = c.groups;
+  Tensor out = at::empty({c.N, g, c.O / g, c.oh * c.ow}, x.options());
   if (out.numel() > 0) {
-    const Tensor cols = im2col(pad2d(c.input, c.padding), g, kh, kw, c.stride, c.dilation, c.oh, c.ow);
-    const Tensor w = c.weight.reshape({g, O / g, -1});
+    const Tensor cols = im2col(pad2d(x, c.padding), g, c.kh, c.kw, c.stride, c.dilation, c.oh, c.ow);
+    const Tensor w = weight.reshape({g, c.O / g, -1});
     for (int64_t gi = 0; gi < g; ++gi) {
       // every sample against the group's weight: a batch whose weight has batch stride 0
       Tensor out_group = out.select(1, gi);
-      at::bmm_out(out_group, w[gi].expand({N, O / g, w.size(2)}), cols.select(1, gi));
+      at::bmm_out(out_group, w[gi].expand({c.N, c.O / g, w.size(2)}), cols.select(1, gi));
     }
   }
-  Tensor result = out.view({N, O, c.oh, c.ow});
-  if (defined(bias)) {
-    result.add_(bias->reshape({1, O, 1, 1}));
-  }
-  return c.one_d ? result.squeeze(2) : result;
+  return out.view({c.N, c.O, c.oh, c.ow});
 }
 
-// grad_bias sums grad_output; grad_weight[g] = sum over samples of grad[n, g]
-// @ cols[n, g]^T; grad_input adds W^T @ grad back into each window position
-// of the padded input (col2im: one strided add per kernel position).
+// The plain convolution's weight gradient for output gradient `grad`:
+// grad_weight[g] = sum over samples of grad[n, g] @ cols[n, g]^T.
+Tensor conv_weight_grad(const Conv2d& c, const Tensor& x, const Tensor& grad) {
+  const int64_t g = c.groups;
+  const Tensor cols = im2col(pad2d(x, c.padding), g, c.kh, c.kw, c.stride, c.dilation, c.oh, c.ow);
+  const Tensor gr = grad.reshape({c.N, g, c.O / g, c.oh * c.ow});
+  Tensor gw = at::empty({g, c.O / g, cols.size(2)}, x.options());
+  for (int64_t gi = 0; gi < g; ++gi) {
+    gw[gi].copy_(at::bmm(gr.select(1, gi), cols.select(1, gi).transpose(1, 2)).sum(0));
+  }
+  return gw.view({c.O, c.C / g, c.kh, c.kw});
+}
+
+// The plain convolution's input gradient for output gradient `grad`: W^T @
+// grad added back into each window position of the padded input (col2im:
+// one strided add per kernel position).
+Tensor conv_input_grad(const Conv2d& c, const Tensor& weight, const Tensor& grad) {
+  const int64_t g = c.groups, P = c.oh * c.ow;
+  const int64_t K = c.C / g * c.kh * c.kw;
+  const Tensor gr = grad.reshape({c.N, g, c.O / g, P});
+  Tensor cols_grad = at::empty({c.N, g, K, P}, grad.options());
+  const Tensor w = weight.reshape({g, c.O / g, K});
+  for (int64_t gi = 0; gi < g; ++gi) {
+    Tensor cols_group = cols_grad.select(1, gi);
+    at::bmm_out(cols_group, w[gi].t().expand({c.N, K, c.O / g}), gr.select(1, gi));
+  }
+  const Tensor cols6 = cols_grad.view({c.N, c.C, c.kh, c.kw, c.oh, c.ow});
+  Tensor padded = at::zeros({c.N, c.C, c.H + 2 * c.padding[0], c.W + 2 * c.padding[1]}, grad.options());
+  const auto s = padded.strides();
+  for (int64_t i = 0; i < c.kh; ++i) {
+    for (int64_t j = 0; j < c.kw; ++j) {
+      padded
+          .as_strided({c.N, c.C, c.oh, c.ow}, {s[0], s[1], c.stride[0] * s[2], c.stride[1] * s[3]},
+                      padded.storage_offset() + i * c.dilation[0] * s[2] + j * c.dilation[1] * s[3])
+          .add_(cols6.select(2, i).select(2, j));
+    }
+  }
+  return padded.slice(2, c.padding[0], c.padding[0] + c.H).slice(3, c.padding[1], c.padding[1] + c.W).contiguous();
+}
+
+// Plain: conv_forward, plus bias. Transposed: the plain convolution's input
+// gradient of the input, plus bias.
+Tensor convolution_kernel(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                          c10::SymIntArrayRef stride_sym, c10::SymIntArrayRef padding_sym,
+                          c10::SymIntArrayRef dilation_sym, bool transposed, c10::SymIntArrayRef output_padding_sym,
+                          c10::SymInt groups_sym) {
+  const auto geometry =
+      conv2d_geometry(input, weight, C10_AS_INTARRAYREF_SLOW(stride_sym), C10_AS_INTARRAYREF_SLOW(padding_sym),
+                      C10_AS_INTARRAYREF_SLOW(dilation_sym), transposed,
+                      C10_AS_INTARRAYREF_SLOW(output_padding_sym), groups_sym.expect_int());
+  if (!geometry || !structured::engine_handles(input, weight, bias) || input.scalar_type() == at::kBool ||
+      input.scalar_type() != weight.scalar_type()) {
+    return structured::fallback<at::_ops::convolution>(input, weight, bias, stride_sym, padding_sym, dilation_sym,
+                                                       transposed, output_padding_sym, groups_sym);
+  }
+  const Conv2d& c = *geometry;
+  Tensor result = transposed ? conv_input_grad(c, as4d(c, weight), as4d(c, input))
+                             : conv_forward(c, as4d(c, input), as4d(c, weight));
+  if (defined(bias)) {
+    result.add_(bias->reshape({1, result.size(1), 1, 1}));
+  }
+  return from4d(c, result);
+}
+
+// grad_bias sums grad_output over samples and positions. Plain: the weight
+// and input gradients above. Transposed: the input's gradient is the plain
+// convolution of grad_output, the weight's is the plain weight gradient with
+// grad_output as the input and the input as the output gradient.
 std::tuple<Tensor, Tensor, Tensor> convolution_backward_kernel(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, at::OptionalSymIntArrayRef bias_sizes,
     c10::SymIntArrayRef stride_sym, c10::SymIntArrayRef padding_sym, c10::SymIntArrayRef dilation_sym,
-    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups_sym, std::array<bool, 3> output_mask) {
-  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_sym);
-  const auto padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
-  const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_sym);
-  const int64_t groups = groups_sym.expect_int();
-  const auto geometry = transposed ? std::nullopt : conv2d_view(input, weight, stride, padding, dilation, groups);
+    bool transposed, c10::SymIntArrayRef output_padding_sym, c10::SymInt groups_sym, std::array<bool, 3> output_mask) {
+  const auto geometry =
+      conv2d_geometry(input, weight, C10_AS_INTARRAYREF_SLOW(stride_sym), C10_AS_INTARRAYREF_SLOW(padding_sym),
+                      C10_AS_INTARRAYREF_SLOW(dilation_sym), transposed,
+                      C10_AS_INTARRAYREF_SLOW(output_padding_sym), groups_sym.expect_int());
   if (!geometry || !structured::engine_handles(grad_output, input, weight) || input.scalar_type() == at::kBool) {
     return structured::fallback<at::_ops::convolution_backward>(grad_output, input, weight, bias_sizes, stride_sym,
                                                                 padding_sym, dilation_sym, transposed,
-                                                                output_padding, groups_sym, output_mask);
+                                                                output_padding_sym, groups_sym, output_mask);
   }
   const Conv2d& c = *geometry;
-  const int64_t N = c.input.size(0), C = c.input.size(1), O = c.weight.size(0), g = c.groups;
-  const int64_t kh = c.weight.size(2), kw = c.weight.size(3), P = c.oh * c.ow;
-  const Tensor grad = (c.one_d ? grad_output.unsqueeze(2) : grad_output).reshape({N, g, O / g, P});
+  const Tensor x = as4d(c, input), w = as4d(c, weight), grad = as4d(c, grad_output);
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[2]) {
-    grad_bias = grad.sum({0, 3}).reshape({O}); // over samples and positions
+    grad_bias = grad.sum({0, 2, 3});
   }
   if (output_mask[1]) {
-    const Tensor cols = im2col(pad2d(c.input, c.padding), g, kh, kw, c.stride, c.dilation, c.oh, c.ow);
-    Tensor gw = at::empty({g, O / g, cols.size(2)}, input.options());
-    for (int64_t gi = 0; gi < g; ++gi) {
-      gw[gi].copy_(at::bmm(grad.select(1, gi), cols.select(1, gi).transpose(1, 2)).sum(0));
-    }
-    grad_weight = gw.reshape(weight.sizes());
+    grad_weight = from4d(c, transposed ? conv_weight_grad(c, grad, x) : conv_weight_grad(c, x, grad));
   }
   if (output_mask[0]) {
-    const int64_t hp = c.input.size(2) + 2 * c.padding[0], wp = c.input.size(3) + 2 * c.padding[1];
-    const int64_t K = C / g * kh * kw;
-    Tensor cols_grad = at::empty({N, g, K, P}, input.options());
-    const Tensor w = c.weight.reshape({g, O / g, K});
-    for (int64_t gi = 0; gi < g; ++gi) {
-      Tensor cols_group = cols_grad.select(1, gi);
-      at::bmm_out(cols_group, w[gi].t().expand({N, K, O / g}), grad.select(1, gi));
-    }
-    const Tensor cols6 = cols_grad.view({N, C, kh, kw, c.oh, c.ow});
-    Tensor padded = at::zeros({N, C, hp, wp}, input.options());
-    const auto s = padded.strides();
-    for (int64_t i = 0; i < kh; ++i) {
-      for (int64_t j = 0; j < kw; ++j) {
-        padded
-            .as_strided({N, C, c.oh, c.ow}, {s[0], s[1], c.stride[0] * s[2], c.stride[1] * s[3]},
-                        padded.storage_offset() + i * c.dilation[0] * s[2] + j * c.dilation[1] * s[3])
-            .add_(cols6.select(2, i).select(2, j));
-      }
-    }
-    grad_input = padded.slice(2, c.padding[0], c.padding[0] + c.input.size(2))
-                     .slice(3, c.padding[1], c.padding[1] + c.input.size(3))
-                     .contiguous();
-    if (c.one_d) {
-      grad_input = grad_input.squeeze(2);
-    }
+    grad_input = from4d(c, transposed ? conv_forward(c, grad, w) : conv_input_grad(c, w, grad));
   }
   return {grad_input, grad_weight, grad_bias};
 }
@@ -700,17 +943,6 @@ Pool2d pool2d_geometry(const Tensor& input, at::IntArrayRef kernel_size, at::Int
 
 // Each window's maximum (the first of equals; NaN wins) and its position as
 // an index into the input's H x W plane, as CPU returns it.
-// -inf for floating dtypes, the lowest value for integers: what max pooling
-// starts from, and pads with.
-c10::Scalar lowest_of(at::ScalarType dtype) {
-  c10::Scalar lowest;
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "max_pool2d", [&] {
-    lowest = std::numeric_limits<scalar_t>::has_infinity ? c10::Scalar(-std::numeric_limits<double>::infinity())
-                                                          : c10::Scalar(std::numeric_limits<scalar_t>::lowest());
-  });
-  return lowest;
-}
-
 std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, at::IntArrayRef kernel_size,
                                                           at::IntArrayRef stride, at::IntArrayRef padding,
                                                           at::IntArrayRef dilation, bool ceil_mode) {
@@ -733,10 +965,9 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, a
                       x.options());
     padded.slice(2, p.padding[0], p.padding[0] + H).slice(3, p.padding[1], p.padding[1] + W).copy_(x);
   }
-  // Window position (i, j) of every output at once, in CPU's order: an element
-  // takes the maximum when it is greater, or NaN (so the last NaN wins, and
-  // among equal maxima the first). Padding holds the lowest value, which never
-  // takes; a window of lowest values keeps its first position inside the input.
+  // Window position (i, j) of every output at once, in CPU's order. Padding
+  // holds the lowest value, which never takes; a window of lowest values keeps
+  // its first position inside the input.
   const auto s = padded.strides();
   const auto position = [&](int64_t i, int64_t j) {
     return padded.as_strided({N, C, p.oh, p.ow}, {s[0], s[1], p.stride[0] * s[2], p.stride[1] * s[3]},
@@ -756,31 +987,24 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, a
   const auto on_device = [&](const std::vector<int64_t>& v, std::initializer_list<int64_t> shape) {
     return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(x.device()).view(shape);
   };
-  Tensor indices = (on_device(row0, {1, 1, p.oh, 1}) * W + on_device(col0, {1, 1, 1, p.ow}))
-                       .expand({N, C, p.oh, p.ow})
-                       .contiguous();
+  const Tensor first = (on_device(row0, {1, 1, p.oh, 1}) * W + on_device(col0, {1, 1, 1, p.ow}))
+                           .expand({N, C, p.oh, p.ow})
+                           .contiguous();
   // each window's top-left position in the input (it may lie in the padding)
   const auto idx_options = x.options().dtype(at::kLong);
   const Tensor corner =
       (at::arange(p.oh, idx_options).mul_(p.stride[0]).sub_(p.padding[0]).view({1, 1, p.oh, 1}) * W)
           .add(at::arange(p.ow, idx_options).mul_(p.stride[1]).sub_(p.padding[1]).view({1, 1, 1, p.ow}));
-  Tensor values = at::full({N, C, p.oh, p.ow}, lowest_of(x.scalar_type()), x.options());
-  const bool floating = at::isFloatingType(x.scalar_type());
+  WindowMax best{at::full({N, C, p.oh, p.ow}, lowest_of(x.scalar_type()), x.options()), first};
   for (int64_t i = 0; i < p.kernel[0]; ++i) {
     for (int64_t j = 0; j < p.kernel[1]; ++j) {
-      const Tensor v = position(i, j);
-      Tensor take = at::gt(v, values);
-      if (floating) {
-        take.logical_or_(at::isnan(v));
-      }
-      values = at::where(take, v, values);
-      indices = at::where(take, corner + (i * p.dilation[0] * W + j * p.dilation[1]), indices);
+      best.visit(position(i, j), corner + (i * p.dilation[0] * W + j * p.dilation[1]));
     }
   }
   if (input.dim() == 3) {
-    return {values.squeeze(0), indices.squeeze(0)};
+    return {best.values.squeeze(0), best.indices.squeeze(0)};
   }
-  return {values, indices};
+  return {best.values, best.indices};
 }
 
 // The gradient goes to the input element each window picked, added up where
@@ -794,11 +1018,7 @@ Tensor max_pool2d_with_indices_backward_kernel(const Tensor& grad_output, const 
                                                                             padding, dilation, ceil_mode, indices);
   }
   pool2d_geometry(input, kernel_size, stride, padding, dilation, ceil_mode); // the forward's checks
-  const Tensor x = input.dim() == 3 ? input.unsqueeze(0) : input;
-  const int64_t N = x.size(0), C = x.size(1);
-  Tensor grad_input = at::zeros({N, C, x.size(2) * x.size(3)}, grad_output.options());
-  grad_input.scatter_add_(2, indices.reshape({N, C, -1}), grad_output.reshape({N, C, -1}));
-  return grad_input.view(input.sizes());
+  return scatter_to_picks(grad_output, input, indices);
 }
 
 } // namespace
@@ -822,6 +1042,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward_kernel));
   m.impl("native_batch_norm", TORCH_FN(batch_norm_kernel));
   m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward_kernel));
+  m.impl("native_group_norm_backward", TORCH_FN(group_norm_backward_kernel));
+  m.impl("binary_cross_entropy", TORCH_FN(binary_cross_entropy_kernel));
+  m.impl("binary_cross_entropy_backward", TORCH_FN(binary_cross_entropy_backward_kernel));
+  m.impl("logit", TORCH_FN(logit_kernel));
+  m.impl("logit_backward", TORCH_FN(logit_backward_kernel));
+  m.impl("log_sigmoid_forward", TORCH_FN(log_sigmoid_forward_kernel));
+  m.impl("log_sigmoid_backward", TORCH_FN(log_sigmoid_backward_kernel));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward_kernel));
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward_kernel));
   m.impl("embedding_renorm_", TORCH_FN(embedding_renorm_kernel));

@@ -195,3 +195,19 @@ def test_masked_scatter_on_the_device():
         d.masked_scatter_(torch.ones(2, 3, dtype=torch.bool, device="openreg"),
                           torch.ones(6, dtype=torch.float64, device="openreg"))
     assert torch.equal(d.cpu(), torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.int64, torch.bool), ids=str)
+def test_unique_runs_on_the_device_and_matches_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 6, (4, 9), generator=g).to(dtype)
+    if dtype.is_floating_point:
+        x[1, 2] = x[3, 3] = float("nan")  # each NaN is its own value, as on CPU
+    for kw in ({}, {"return_inverse": True}, {"return_counts": True}, {"return_inverse": True, "return_counts": True}):
+        with torch.openreg.fallback_policy("error"):
+            actual = torch.unique(x.to("openreg"), **kw)
+            consecutive = torch.unique_consecutive(x.reshape(-1).to("openreg"), **kw)
+        for a, e in ((actual, torch.unique(x, **kw)), (consecutive, torch.unique_consecutive(x.reshape(-1), **kw))):
+            for got, want in zip(a if isinstance(a, tuple) else (a,), e if isinstance(e, tuple) else (e,)):
+                torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    assert torch.unique(torch.empty(0, device="openreg")).numel() == 0

@@ -12,7 +12,7 @@ def _tolerance(dtype):
     return {"rtol": 2e-2, "atol": 2e-2} if dtype in (torch.float16, torch.bfloat16) else {"rtol": 1e-5, "atol": 1e-6}
 
 
-def _forward_backward(fn, x, *rest, dtype):
+def _forward_backward(fn, x, *rest, dtype, tol=None):
     """fn(x, *rest) and d(sum of fn * seed)/dx on CPU and on openreg agree."""
     results = []
     for device, policy in (("cpu", "allow"), (DEV, "error")):
@@ -24,8 +24,9 @@ def _forward_backward(fn, x, *rest, dtype):
             (grad,) = torch.autograd.grad(out, leaf, seed)
         results.append((out.detach().cpu(), grad.cpu()))
     (out_cpu, grad_cpu), (out_dev, grad_dev) = results
-    torch.testing.assert_close(out_dev, out_cpu, equal_nan=True, **_tolerance(dtype))
-    torch.testing.assert_close(grad_dev, grad_cpu, equal_nan=True, **_tolerance(dtype))
+    tol = tol or _tolerance(dtype)
+    torch.testing.assert_close(out_dev, out_cpu, equal_nan=True, **tol)
+    torch.testing.assert_close(grad_dev, grad_cpu, equal_nan=True, **tol)
 
 
 def _train(device, make_model, make_opt, x, y, steps):
@@ -299,3 +300,145 @@ def test_a_cnn_trains_on_the_device_as_on_cpu():
     cpu, dev = (_train(d, make_model, make_opt, x, y, 10) for d in ("cpu", DEV))
     assert dev[-1] < dev[0]
     torch.testing.assert_close(torch.tensor(dev), torch.tensor(cpu), rtol=1e-4, atol=1e-4)
+
+
+def test_an_autoencoder_with_transposed_conv_pooling_and_upsampling_trains_as_on_cpu():
+    # conv_transpose2d, group_norm, avg and adaptive pooling, bilinear and nearest upsampling,
+    # reflection padding, binary_cross_entropy_with_logits (log-sigmoid), fused Adam: forward,
+    # backward and step with the fallback refused.
+    g = torch.Generator().manual_seed(2)
+    x = torch.rand(4, 3, 12, 12, generator=g)
+
+    class AutoEncoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = torch.nn.Sequential(
+                torch.nn.ReflectionPad2d(1), torch.nn.Conv2d(3, 8, 3), torch.nn.GroupNorm(2, 8), torch.nn.SiLU(),
+                torch.nn.AvgPool2d(2), torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU())
+            self.squeeze = torch.nn.AdaptiveAvgPool2d((3, 3))
+            self.dec = torch.nn.Sequential(
+                torch.nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1), torch.nn.ReLU(),
+                torch.nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Conv2d(8, 3, 3, padding=1))
+
+        def forward(self, t):
+            h = self.enc(t)
+            h = h + F.interpolate(self.squeeze(h), size=h.shape[-2:], mode="nearest")
+            return self.dec(F.adaptive_max_pool2d(h, (3, 3)))
+
+    losses = {}
+    for device in ("cpu", DEV):
+        torch.manual_seed(0)
+        model = AutoEncoder().to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2, fused=True)
+        xs = x.to(device)
+        losses[device] = []
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            for _ in range(8):
+                opt.zero_grad()
+                loss = F.binary_cross_entropy_with_logits(model(xs), xs)
+                loss.backward()
+                opt.step()
+                losses[device].append(loss.item())
+    assert losses[DEV][-1] < losses[DEV][0]
+    torch.testing.assert_close(torch.tensor(losses[DEV]), torch.tensor(losses["cpu"]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16), ids=str)
+def test_pooling_upsampling_and_padding_in_16_bit_and_channels_last(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 4, 9, 7, generator=g).to(dtype)
+    for fn in (lambda t: F.avg_pool2d(t, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+               lambda t: F.avg_pool2d(t, 2, divisor_override=3), lambda t: F.adaptive_avg_pool2d(t, (4, 3)),
+               lambda t: F.adaptive_max_pool2d(t, (2, 5)), lambda t: F.interpolate(t, scale_factor=1.7, mode="nearest"),
+               lambda t: F.interpolate(t, size=(5, 11), mode="bilinear", align_corners=True),
+               lambda t: F.interpolate(t, size=(5, 11), mode="nearest-exact"),
+               lambda t: F.pad(t, (2, 1, 3, 0), mode="reflect"), lambda t: F.pad(t, (2, -1, 3, 4), mode="replicate")):
+        _forward_backward(fn, x, dtype=dtype)
+        _forward_backward(lambda t: fn(t.contiguous(memory_format=torch.channels_last)), x, dtype=dtype)
+
+
+def test_avg_pool2d_of_integers_truncates_as_cpu():
+    x = torch.arange(2 * 5 * 5).reshape(1, 2, 5, 5) * 7 - 60
+    for kw in ({"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1}):
+        with torch.openreg.fallback_policy("error"):
+            actual = F.avg_pool2d(x.to(DEV), **kw).cpu()
+        assert torch.equal(actual, F.avg_pool2d(x, **kw))
+
+
+@pytest.mark.parametrize("groups, dilation", ((1, 1), (2, 2)))
+def test_conv_transpose_matches_cpu(groups, dilation):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 4, 5, 6, generator=g)
+    w = torch.randn(4, 6 // groups, 3, 2, generator=g)
+    b = torch.randn(6, generator=g)
+    for stride, padding, output_padding in ((1, 0, 0), (2, 1, 1), ((3, 2), (0, 1), (2, 1))):
+        fn = lambda t, w=w: F.conv_transpose2d(t, w.to(t.device), b.to(t.device), stride=stride, padding=padding,
+                                               output_padding=output_padding, groups=groups, dilation=dilation)
+        # sums over channels and kernel positions in another order than CPU's
+        _forward_backward(fn, x, dtype=torch.float32, tol={"rtol": 1e-5, "atol": 1e-5})
+    fn1 = lambda t: F.conv_transpose1d(t, torch.ones(4, 3, 2, device=t.device), stride=2, output_padding=1)
+    _forward_backward(fn1, x[:, :, 0], dtype=torch.float32, tol={"rtol": 1e-5, "atol": 1e-5})
+    with pytest.raises(RuntimeError):  # an output padding as large as the stride and the dilation, as CPU
+        F.conv_transpose2d(x.to(DEV), w.to(DEV), stride=1, output_padding=1, groups=groups)
+
+
+def test_binary_cross_entropy_checks_its_range_and_the_device_stays_usable():
+    p = torch.tensor([0.2, 0.9, 0.5], device=DEV, requires_grad=True)
+    t = torch.tensor([0.0, 1.0, 0.3], device=DEV)
+    w = torch.tensor([1.0, 2.0, 0.5], device=DEV)
+    for reduction in ("none", "sum", "mean"):
+        _forward_backward(lambda x: F.binary_cross_entropy(x, t.cpu().to(x.device), w.cpu().to(x.device),
+                                                           reduction=reduction), p.detach().cpu(), dtype=torch.float32)
+    for bad_input, bad_target in (([1.5, 0.5, 0.5], [0.0, 1.0, 0.3]), ([0.2, 0.9, 0.5], [0.0, -1.0, 0.3])):
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            F.binary_cross_entropy(torch.tensor(bad_input, device=DEV), torch.tensor(bad_target, device=DEV))
+    # a log that would be -inf is clamped at -100, as on CPU
+    edge = F.binary_cross_entropy(torch.tensor([0.0, 1.0], device=DEV), torch.tensor([1.0, 0.0], device=DEV))
+    assert edge.item() == 100.0
+    assert F.binary_cross_entropy(p, t).item() > 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda p: torch.optim.Adam(p, lr=0.05, fused=True, weight_decay=0.1, amsgrad=True),
+     lambda p: torch.optim.AdamW(p, lr=torch.tensor(0.05), fused=True, maximize=True),
+     lambda p: torch.optim.SGD(p, lr=0.05, fused=True, momentum=0.9, nesterov=True, weight_decay=0.01),
+     lambda p: torch.optim.SGD(p, lr=0.05, fused=True, momentum=0.8, dampening=0.3),
+     lambda p: torch.optim.Adagrad(p, lr=0.05, fused=True, lr_decay=0.01, weight_decay=0.1)],
+    ids=("adam-amsgrad", "adamw-tensor-lr", "sgd-nesterov", "sgd-dampening", "adagrad"),
+)
+def test_fused_optimizers_step_on_the_device_as_on_cpu(make):
+    g = torch.Generator().manual_seed(5)
+    start = [torch.randn(7, 3, generator=g), torch.randn(3, generator=g)]
+    grads = [[torch.randn_like(p) for p in start] for _ in range(4)]
+    result = {}
+    for device in ("cpu", DEV):
+        params = [p.clone().to(device).requires_grad_() for p in start]
+        opt = make(params)
+        torch.openreg.reset_op_counts()
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            for step in grads:
+                for p, grad in zip(params, step):
+                    p.grad = grad.to(device)
+                opt.step()
+        result[device] = [p.detach().cpu() for p in params]
+    assert any(name.startswith("aten::_fused_") and c["device"] > 0 for name, c in torch.openreg.op_counts().items())
+    for dev, cpu in zip(result[DEV], result["cpu"]):
+        torch.testing.assert_close(dev, cpu, rtol=1e-5, atol=1e-6)
+
+
+def test_fused_adam_skips_the_step_when_grad_scaler_finds_an_inf():
+    model = torch.nn.Linear(3, 1).to(DEV)
+    opt = torch.optim.Adam(model.parameters(), fused=True)
+    scaler = torch.amp.GradScaler("openreg")
+    before = model.weight.detach().cpu().clone()
+    with torch.openreg.fallback_policy("error"):
+        scaler.scale(model(torch.full((2, 3), float("inf"), device=DEV)).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        assert torch.equal(model.weight.detach().cpu(), before) and scaler.get_scale() < 65536.0
+        opt.zero_grad()
+        scaler.scale(model(torch.ones(2, 3, device=DEV)).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+    assert not torch.equal(model.weight.detach().cpu(), before)

@@ -69,6 +69,17 @@ DEVICE = {
     "isposinf", "isneginf",
     # convolution and pooling
     "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.max_pool1d",
+    "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.avg_pool1d",
+    "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool1d", "nn.functional.adaptive_avg_pool2d",
+    "nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d",
+    # upsampling and padding
+    "nn.functional.interpolate.nearest", "nn.functional.interpolate.nearest-exact", "nn.functional.interpolate.linear",
+    "nn.functional.interpolate.bilinear", "nn.functional.interpolate.trilinear", "nn.functional.upsample_nearest",
+    "nn.functional.upsample_bilinear", "nn.functional.pad.constant", "nn.functional.pad.reflect",
+    "nn.functional.pad.replicate", "nn.functional.pad.replicate_negative", "nn.functional.pad.circular",
+    # group normalization, binary cross entropy, log-sigmoid
+    "nn.functional.group_norm", "native_group_norm", "nn.functional.binary_cross_entropy",
+    "nn.functional.binary_cross_entropy_with_logits", "nn.functional.logsigmoid", "logit",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 
@@ -181,19 +192,19 @@ class TestOpenRegDeviceKernels(TestCase):
 
     @ops([op for op in DEVICE_OPS if op.supports_autograd], allowed_dtypes=(torch.float32,))
     def test_claimed_op_gradients_match_cpu(self, device, dtype, op):
-        # The forward op runs with the fallback refused; its backward graph may use ops that
-        # are not device kernels yet (sum for broadcast inputs, pow), so it runs as users run it.
+        # Forward and backward both run with the fallback refused: the gradient is computed on
+        # the device too.
         for sample in list(op.sample_inputs(device, dtype, requires_grad=True)):
             cpu = _on_cpu(sample)
             results = []
             for s, policy in ((sample, "error"), (cpu, "allow")):
                 with torch.openreg.fallback_policy(policy):
                     out = [t for t in _tensors(op(s.input, *s.args, **s.kwargs)) if t.requires_grad]
-                inputs = [t for t in _tensors((s.input, s.args, s.kwargs)) if t.requires_grad]
-                if not out or not inputs:
-                    break
-                seeds = [torch.full_like(t, float(i + 1)) for i, t in enumerate(out)]
-                results.append(torch.autograd.grad(out, inputs, seeds, allow_unused=True))
+                    inputs = [t for t in _tensors((s.input, s.args, s.kwargs)) if t.requires_grad]
+                    if not out or not inputs:
+                        break
+                    seeds = [torch.full_like(t, float(i + 1)) for i, t in enumerate(out)]
+                    results.append(torch.autograd.grad(out, inputs, seeds, allow_unused=True))
             if len(results) == 2:
                 torch.testing.assert_close(_cpu(results[0]), results[1], rtol=RTOL, atol=ATOL, equal_nan=True)
 

@@ -1,0 +1,258 @@
+// The fused optimizer steps torch.optim calls with fused=True: Adam, AdamW,
+// SGD and Adagrad, each with a float or a tensor learning rate. Each step is
+// written with device ops per parameter, with the arithmetic of ATen's CPU
+// fused kernels; the step counts (which the optimizer has already advanced)
+// stay on the device, and so do the bias corrections computed from them.
+//
+// With AMP's GradScaler the gradients are divided by `grad_scale`, and a
+// `found_inf` of 1 skips the whole step, as on CPU: reading that flag is the
+// one value the step brings back to the host.
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "OpenRegStructured.h"
+
+namespace openreg::optim {
+namespace {
+
+using at::Tensor;
+using at::TensorList;
+
+// A learning rate as a float or a (0-d) tensor.
+struct Lr {
+  double value;
+  Tensor tensor;
+
+  // t * lr
+  Tensor times(const Tensor& t) const {
+    return tensor.defined() ? t * tensor : t * value;
+  }
+};
+
+bool lists_on_engine(std::initializer_list<TensorList> lists) {
+  for (const TensorList list : lists) {
+    for (const Tensor& t : list) {
+      if (t.defined() && !engine::supports_dtype(t.scalar_type())) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void check_lengths(TensorList params, std::initializer_list<TensorList> lists, const char* op) {
+  for (const TensorList list : lists) {
+    TORCH_CHECK(list.empty() || list.size() == params.size(), op, ": expected every tensor list to have ",
+                params.size(), " tensors, got ", list.size());
+  }
+}
+
+// Whether GradScaler found an inf or NaN in the gradients: the step is skipped.
+bool skip_step(const std::optional<Tensor>& found_inf) {
+  return found_inf.has_value() && found_inf->defined() && found_inf->item<double>() == 1.0;
+}
+
+// The gradient as the step uses it: unscaled, and negated to maximize.
+Tensor step_grad(const Tensor& grad, const std::optional<Tensor>& grad_scale, bool maximize) {
+  Tensor g = grad_scale.has_value() && grad_scale->defined() ? grad / *grad_scale : grad;
+  return maximize ? g.neg() : g;
+}
+
+enum class AdamMode { Original, AdamW };
+
+// exp_avg = beta1 exp_avg + (1 - beta1) g; exp_avg_sq = beta2 exp_avg_sq +
+// (1 - beta2) g^2; param -= lr / (1 - beta1^step) * exp_avg / (sqrt(v) /
+// sqrt(1 - beta2^step) + eps), v the running maximum of exp_avg_sq with
+// amsgrad. Weight decay adds wd * param to g (Adam) or scales param by
+// 1 - lr * wd first (AdamW).
+template <AdamMode Mode>
+void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+               TensorList max_exp_avg_sqs, TensorList state_steps, const Lr& lr, double beta1, double beta2,
+               double weight_decay, double eps, bool amsgrad, bool maximize, const std::optional<Tensor>& grad_scale,
+               const std::optional<Tensor>& found_inf) {
+  const char* op = Mode == AdamMode::AdamW ? "_fused_adamw_" : "_fused_adam_";
+  check_lengths(params, {grads, exp_avgs, exp_avg_sqs, state_steps}, op);
+  TORCH_CHECK(!amsgrad || max_exp_avg_sqs.size() == params.size(), op, ": amsgrad needs max_exp_avg_sqs for every "
+              "parameter");
+  if (skip_step(found_inf)) {
+    return;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor param = params[i];
+    Tensor g = step_grad(grads[i], grad_scale, maximize);
+    if (weight_decay != 0.0) {
+      if constexpr (Mode == AdamMode::AdamW) {
+        param.sub_(lr.times(param).mul_(weight_decay));
+      } else {
+        g = g + param * weight_decay;
+      }
+    }
+    Tensor exp_avg = exp_avgs[i];
+    Tensor exp_avg_sq = exp_avg_sqs[i];
+    exp_avg.mul_(beta1).add_(g, 1.0 - beta1);
+    exp_avg_sq.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+    const Tensor step = state_steps[i].to(at::kDouble);
+    const Tensor bias_correction1 = 1 - at::pow(beta1, step);
+    const Tensor bias_correction2_sqrt = (1 - at::pow(beta2, step)).sqrt_();
+    Tensor v = exp_avg_sq;
+    if (amsgrad) {
+      Tensor max_v = max_exp_avg_sqs[i];
+      max_v.copy_(at::maximum(max_v, exp_avg_sq));
+      v = max_v;
+    }
+    const Tensor denom = (v.sqrt() / bias_correction2_sqrt.to(v.scalar_type())).add_(eps);
+    const Tensor step_size = lr.times(bias_correction1.reciprocal()).to(exp_avg.scalar_type());
+    param.sub_((exp_avg * step_size).div_(denom));
+  }
+}
+
+template <AdamMode Mode, class Op>
+void adam_entry(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                TensorList max_exp_avg_sqs, TensorList state_steps, double lr, double beta1, double beta2,
+                double weight_decay, double eps, bool amsgrad, bool maximize, const std::optional<Tensor>& grad_scale,
+                const std::optional<Tensor>& found_inf) {
+  if (!lists_on_engine({params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs})) {
+    return structured::fallback<Op>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
+                                    beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  adam_step<Mode>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, Lr{lr, Tensor()}, beta1, beta2,
+                  weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+
+template <AdamMode Mode, class Op>
+void adam_tensor_lr_entry(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                          TensorList max_exp_avg_sqs, TensorList state_steps, const Tensor& lr, double beta1,
+                          double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
+                          const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  if (!lists_on_engine({params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs})) {
+    return structured::fallback<Op>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
+                                    beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  adam_step<Mode>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, Lr{0.0, lr}, beta1, beta2,
+                  weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+
+// g += wd * param; with momentum, buf = g on the first step, else
+// momentum * buf + (1 - dampening) * g, and g = g + momentum * buf
+// (nesterov) or buf; param -= lr * g.
+void sgd_step(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay, double momentum,
+              const Lr& lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
+              const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  check_lengths(params, {grads}, "_fused_sgd_");
+  TORCH_CHECK(momentum == 0.0 || momentum_buffers.size() == params.size(),
+              "_fused_sgd_: momentum needs a momentum buffer for every parameter");
+  if (skip_step(found_inf)) {
+    return;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor param = params[i];
+    Tensor g = step_grad(grads[i], grad_scale, maximize);
+    if (weight_decay != 0.0) {
+      g = g + param * weight_decay;
+    }
+    if (momentum != 0.0) {
+      Tensor buf = momentum_buffers[i];
+      if (is_first_step) {
+        buf.copy_(g);
+      } else {
+        buf.mul_(momentum).add_(g, 1.0 - dampening);
+      }
+      g = nesterov ? g + buf * momentum : buf;
+    }
+    param.sub_(lr.times(g));
+  }
+}
+
+template <class Op>
+void sgd_entry(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay, double momentum,
+               double lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
+               const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  if (!lists_on_engine({params, grads, momentum_buffers})) {
+    return structured::fallback<Op>(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov,
+                                    maximize, is_first_step, grad_scale, found_inf);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  sgd_step(params, grads, momentum_buffers, weight_decay, momentum, Lr{lr, Tensor()}, dampening, nesterov, maximize,
+           is_first_step, grad_scale, found_inf);
+}
+
+template <class Op>
+void sgd_tensor_lr_entry(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay,
+                         double momentum, const Tensor& lr, double dampening, bool nesterov, bool maximize,
+                         bool is_first_step, const std::optional<Tensor>& grad_scale,
+                         const std::optional<Tensor>& found_inf) {
+  if (!lists_on_engine({params, grads, momentum_buffers})) {
+    return structured::fallback<Op>(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov,
+                                    maximize, is_first_step, grad_scale, found_inf);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  sgd_step(params, grads, momentum_buffers, weight_decay, momentum, Lr{0.0, lr}, dampening, nesterov, maximize,
+           is_first_step, grad_scale, found_inf);
+}
+
+// g += wd * param; state_sum += g^2; param -= clr * g / (sqrt(state_sum) +
+// eps), clr = lr / (1 + (step - 1) * lr_decay).
+void adagrad_step(TensorList params, TensorList grads, TensorList state_sums, TensorList state_steps, const Lr& lr,
+                  double lr_decay, double weight_decay, double eps, bool maximize,
+                  const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  check_lengths(params, {grads, state_sums, state_steps}, "_fused_adagrad_");
+  if (skip_step(found_inf)) {
+    return;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor param = params[i];
+    Tensor g = step_grad(grads[i], grad_scale, maximize);
+    if (weight_decay != 0.0) {
+      g = g + param * weight_decay;
+    }
+    Tensor state_sum = state_sums[i];
+    state_sum.addcmul_(g, g, 1.0);
+    const Tensor clr = lr.times(((state_steps[i].to(at::kDouble) - 1) * lr_decay + 1).reciprocal_());
+    param.sub_((g * clr.to(g.scalar_type())).div_(state_sum.sqrt().add_(eps)));
+  }
+}
+
+template <class Op>
+void adagrad_entry(TensorList params, TensorList grads, TensorList state_sums, TensorList state_steps, double lr,
+                   double lr_decay, double weight_decay, double eps, bool maximize,
+                   const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  if (!lists_on_engine({params, grads, state_sums})) {
+    return structured::fallback<Op>(params, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize,
+                                    grad_scale, found_inf);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  adagrad_step(params, grads, state_sums, state_steps, Lr{lr, Tensor()}, lr_decay, weight_decay, eps, maximize,
+               grad_scale, found_inf);
+}
+
+template <class Op>
+void adagrad_tensor_lr_entry(TensorList params, TensorList grads, TensorList state_sums, TensorList state_steps,
+                             const Tensor& lr, double lr_decay, double weight_decay, double eps, bool maximize,
+                             const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  if (!lists_on_engine({params, grads, state_sums})) {
+    return structured::fallback<Op>(params, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize,
+                                    grad_scale, found_inf);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  adagrad_step(params, grads, state_sums, state_steps, Lr{0.0, lr}, lr_decay, weight_decay, eps, maximize, grad_scale,
+               found_inf);
+}
+
+} // namespace
+} // namespace openreg::optim
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace openreg::optim;
+  namespace ops = at::_ops;
+  m.impl("_fused_adam_", TORCH_FN((adam_entry<AdamMode::Original, ops::_fused_adam_>)));
+  m.impl("_fused_adam_.tensor_lr", TORCH_FN((adam_tensor_lr_entry<AdamMode::Original, ops::_fused_adam__tensor_lr>)));
+  m.impl("_fused_adamw_", TORCH_FN((adam_entry<AdamMode::AdamW, ops::_fused_adamw_>)));
+  m.impl("_fused_adamw_.tensor_lr", TORCH_FN((adam_tensor_lr_entry<AdamMode::AdamW, ops::_fused_adamw__tensor_lr>)));
+  m.impl("_fused_sgd_", TORCH_FN(sgd_entry<ops::_fused_sgd_>));
+  m.impl("_fused_sgd_.tensor_lr", TORCH_FN(sgd_tensor_lr_entry<ops::_fused_sgd__tensor_lr>));
+  m.impl("_fused_adagrad_", TORCH_FN(adagrad_entry<ops::_fused_adagrad_>));
+  m.impl("_fused_adagrad_.tensor_lr", TORCH_FN(adagrad_tensor_lr_entry<ops::_fused_adagrad__tensor_lr>));
+}
