@@ -535,6 +535,55 @@ enum or_softmax_op {
   OR_SOFTMAX_COUNT
 };
 
+/* ---- pooling (`pool` kernel) ----
+ *
+ * 2-d max and average pooling and their backward ops over `planes`
+ * contiguous planes (N * C of them): inputs height x width, outputs
+ * out_height x out_width, every operand row-major and dense. Each output
+ * visits its window in CPU's order, so values, indices and sums are CPU's:
+ * a candidate takes the maximum when it is greater or NaN (so the first of
+ * equal maxima, the last NaN); an average sums the window's inputs in the
+ * compute type (`dtype`: float32, float64 or int64, which truncates) and
+ * divides by `divisor` if nonzero, else by the window's size inside the
+ * padded input (count_include_pad) or inside the input. Planes are
+ * independent: workers split them.
+ *
+ * in:   MAX, AVG: the input; backward ops: the output's gradient.
+ * out0: MAX, AVG: the output; backward ops: the input's gradient (written
+ *       whole: zeroed, then each output's gradient added in output order).
+ * out1: MAX: each output's index into its input plane (int64, written);
+ *       MAX_BACKWARD: those indices (read; one outside the plane stops the
+ *       kernel).
+ */
+#define OR_POOL_OPS(X) \
+  X(MAX)               \
+  X(AVG)               \
+  X(MAX_BACKWARD)      \
+  X(AVG_BACKWARD)
+
+enum or_pool_op {
+#define OR_POOL_ENUM(name) OR_POOL_##name,
+  OR_POOL_OPS(OR_POOL_ENUM)
+#undef OR_POOL_ENUM
+  OR_POOL_COUNT
+};
+
+#define OR_POOL_IN 0
+#define OR_POOL_OUT0 1
+#define OR_POOL_OUT1 2
+#define OR_POOL_OPERANDS 3
+
+typedef struct or_pool {
+  uint32_t op;    /* enum or_pool_op */
+  uint32_t dtype; /* of in and out0: OR_F32, OR_F64 or OR_I64 */
+  uint32_t count_include_pad;
+  uint32_t reserved;
+  int64_t planes, height, width, out_height, out_width;
+  int64_t kernel[2], stride[2], padding[2], dilation[2];
+  int64_t divisor; /* AVG: the divisor_override, or 0 */
+  uint64_t data[OR_POOL_OPERANDS];
+} or_pool;
+
 #ifdef __cplusplus
 } /* namespace openreg::engine */
 #endif

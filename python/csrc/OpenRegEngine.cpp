@@ -39,6 +39,7 @@ constexpr char kPositions[] = "positions";
 constexpr char kGemm[] = "gemm";
 constexpr char kRandom[] = "random";
 constexpr char kSoftmax[] = "softmax";
+constexpr char kPool[] = "pool";
 
 // The work (elements touched, or multiply-adds) from which a launch runs on
 // all of the device's workers: below it, waking them costs more than they save.
@@ -443,6 +444,55 @@ void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t di
   block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
   pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
   launch<kReduce>(device.index(), block, pointers.data(), npointers, 0); // one scratch: one worker
+}
+
+void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, const at::Tensor& out1,
+                 const PoolWindow& window) {
+  const bool backward = op == OR_POOL_MAX_BACKWARD || op == OR_POOL_AVG_BACKWARD;
+  const at::Tensor& input_like = backward ? out0 : in; // the input's shape
+  const at::Tensor& output_like = backward ? in : out0;
+  TORCH_INTERNAL_ASSERT(input_like.dim() >= 2 && output_like.dim() == input_like.dim() && in.is_contiguous() &&
+                            out0.is_contiguous() && in.scalar_type() == out0.scalar_type(),
+                        "openreg: launch_pool operands");
+  if (input_like.numel() == 0) {
+    return;
+  }
+  const c10::Device device = out0.device();
+  or_pool block{};
+  block.op = op;
+  block.dtype = static_cast<uint32_t>(in.scalar_type());
+  TORCH_INTERNAL_ASSERT(block.dtype == OR_F32 || block.dtype == OR_F64 || block.dtype == OR_I64,
+                        "openreg: launch_pool dtype ", in.scalar_type());
+  block.count_include_pad = window.count_include_pad ? 1 : 0;
+  block.height = input_like.size(-2);
+  block.width = input_like.size(-1);
+  block.out_height = output_like.size(-2);
+  block.out_width = output_like.size(-1);
+  block.planes = input_like.numel() / (block.height * block.width);
+  for (int d = 0; d < 2; ++d) {
+    block.kernel[d] = window.kernel[d];
+    block.stride[d] = window.stride[d];
+    block.padding[d] = window.padding[d];
+    block.dilation[d] = window.dilation[d];
+  }
+  block.divisor = window.divisor;
+  std::array<uint32_t, OR_POOL_OPERANDS> pointers{};
+  size_t npointers = 0;
+  const auto operand = [&](int slot, const at::Tensor& t) {
+    TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", device, " and ", t.device(), "!");
+    block.data[slot] = reinterpret_cast<uint64_t>(t.data_ptr());
+    pointers[npointers++] = static_cast<uint32_t>(offsetof(or_pool, data) + sizeof(uint64_t) * slot);
+  };
+  operand(OR_POOL_IN, in);
+  operand(OR_POOL_OUT0, out0);
+  if (op == OR_POOL_MAX || op == OR_POOL_MAX_BACKWARD) {
+    TORCH_INTERNAL_ASSERT(out1.is_contiguous() && out1.scalar_type() == at::kLong && out1.numel() == output_like.numel(),
+                          "openreg: launch_pool indices");
+    operand(OR_POOL_OUT1, out1);
+  }
+  const int64_t work = output_like.numel() * window.kernel[0] * window.kernel[1];
+  launch<kPool>(device.index(), block, pointers.data(), npointers, block.planes > 1 ? work : 0);
 }
 
 void launch_index(at::TensorIteratorBase& iter, or_index_op op, int direct, int indexed, at::IntArrayRef indexed_sizes,

@@ -57,6 +57,22 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
 void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& y,
                     int64_t dim);
 
+// A 2-d pooling window: sizes, strides, padding and dilation (height, width);
+// for averages, whether padding counts and the divisor override (0: none).
+struct PoolWindow {
+  std::array<int64_t, 2> kernel, stride, padding, dilation;
+  bool count_include_pad = true;
+  int64_t divisor = 0;
+};
+
+// Pooling op `op` (OR_POOL_*) over dense (..., H, W) planes, in float32,
+// float64 or int64 (see or_pool): forward ops read `in` (the input) and
+// write `out0` (the output) and, for MAX, `out1` (int64 indices); backward
+// ops read `in` (the output's gradient) and, for MAX_BACKWARD, the indices
+// `out1`, and write `out0` (the input's gradient) whole.
+void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, const at::Tensor& out1,
+                 const PoolWindow& window);
+
 // Sorts `values` in place along `dim` (stable; NaN above every number) and
 // writes each element's original position into `indices` (int64, same shape).
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending);

@@ -72,12 +72,20 @@ void WindowMax::visit(const Tensor& candidate, const Tensor& index, const Tensor
   indices = at::where(take, index, indices);
 }
 
+Tensor pool_operand(const Tensor& t) {
+  const at::ScalarType dtype = at::isFloatingType(t.scalar_type()) ? opmath(t.scalar_type()) : at::kLong;
+  return t.to(dtype).contiguous();
+}
+
 Tensor scatter_to_picks(const Tensor& grad_output, const Tensor& input, const Tensor& indices) {
-  const Tensor g = grad_output.dim() == 3 ? grad_output.unsqueeze(0) : grad_output;
-  const int64_t N = g.size(0), C = g.size(1), P = g.size(2) * g.size(3);
-  Tensor grad = at::zeros({N, C, input.size(-2) * input.size(-1)}, grad_output.options());
-  grad.scatter_add_(2, indices.reshape({N, C, P}), g.reshape({N, C, P}));
-  return grad.view(input.sizes());
+  TORCH_CHECK(indices.sizes() == grad_output.sizes(), "max pooling backward: expected indices of the gradient's "
+              "shape ", grad_output.sizes(), ", got ", indices.sizes());
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "max pooling backward: expected int64 indices, got ",
+              indices.scalar_type());
+  const Tensor g = pool_operand(grad_output);
+  const Tensor grad = at::empty(input.sizes(), g.options());
+  engine::launch_pool(engine::OR_POOL_MAX_BACKWARD, g, grad, indices.contiguous(), {{1, 1}, {1, 1}, {0, 0}, {1, 1}});
+  return grad.to(grad_output.scalar_type());
 }
 
 namespace {
@@ -941,8 +949,9 @@ Pool2d pool2d_geometry(const Tensor& input, at::IntArrayRef kernel_size, at::Int
   return p;
 }
 
-// Each window's maximum (the first of equals; NaN wins) and its position as
-// an index into the input's H x W plane, as CPU returns it.
+// Each window's maximum (the first of equals; the last NaN) and its position
+// as an index into the input's H x W plane, as CPU returns them: one `pool`
+// launch.
 std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, at::IntArrayRef kernel_size,
                                                           at::IntArrayRef stride, at::IntArrayRef padding,
                                                           at::IntArrayRef dilation, bool ceil_mode) {
@@ -951,60 +960,15 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, a
                                                                    ceil_mode);
   }
   const Pool2d p = pool2d_geometry(input, kernel_size, stride, padding, dilation, ceil_mode);
-  const Tensor x = input.dim() == 3 ? input.unsqueeze(0) : input;
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  // pad with -inf (the lowest integer) so padding never wins; ceil mode's
-  // last window may reach past the padding
-  const int64_t bottom = std::max<int64_t>(
-      p.padding[0], (p.oh - 1) * p.stride[0] + (p.kernel[0] - 1) * p.dilation[0] + 1 - H - p.padding[0]);
-  const int64_t right = std::max<int64_t>(
-      p.padding[1], (p.ow - 1) * p.stride[1] + (p.kernel[1] - 1) * p.dilation[1] + 1 - W - p.padding[1]);
-  Tensor padded = x;
-  if (p.padding[0] || p.padding[1] || bottom || right) {
-    padded = at::full({N, C, H + p.padding[0] + bottom, W + p.padding[1] + right}, lowest_of(x.scalar_type()),
-                      x.options());
-    padded.slice(2, p.padding[0], p.padding[0] + H).slice(3, p.padding[1], p.padding[1] + W).copy_(x);
-  }
-  // Window position (i, j) of every output at once, in CPU's order. Padding
-  // holds the lowest value, which never takes; a window of lowest values keeps
-  // its first position inside the input.
-  const auto s = padded.strides();
-  const auto position = [&](int64_t i, int64_t j) {
-    return padded.as_strided({N, C, p.oh, p.ow}, {s[0], s[1], p.stride[0] * s[2], p.stride[1] * s[3]},
-                             padded.storage_offset() + i * p.dilation[0] * s[2] + j * p.dilation[1] * s[3]);
-  };
-  const auto first_inside = [](int64_t out, int64_t stride, int64_t pad, int64_t dil) {
-    const int64_t start = out * stride - pad;
-    return start >= 0 ? start : start + (-start + dil - 1) / dil * dil;
-  };
-  std::vector<int64_t> row0(p.oh), col0(p.ow);
-  for (int64_t o = 0; o < p.oh; ++o) {
-    row0[o] = first_inside(o, p.stride[0], p.padding[0], p.dilation[0]);
-  }
-  for (int64_t o = 0; o < p.ow; ++o) {
-    col0[o] = first_inside(o, p.stride[1], p.padding[1], p.dilation[1]);
-  }
-  const auto on_device = [&](const std::vector<int64_t>& v, std::initializer_list<int64_t> shape) {
-    return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(x.device()).view(shape);
-  };
-  const Tensor first = (on_device(row0, {1, 1, p.oh, 1}) * W + on_device(col0, {1, 1, 1, p.ow}))
-                           .expand({N, C, p.oh, p.ow})
-                           .contiguous();
-  // each window's top-left position in the input (it may lie in the padding)
-  const auto idx_options = x.options().dtype(at::kLong);
-  const Tensor corner =
-      (at::arange(p.oh, idx_options).mul_(p.stride[0]).sub_(p.padding[0]).view({1, 1, p.oh, 1}) * W)
-          .add(at::arange(p.ow, idx_options).mul_(p.stride[1]).sub_(p.padding[1]).view({1, 1, 1, p.ow}));
-  WindowMax best{at::full({N, C, p.oh, p.ow}, lowest_of(x.scalar_type()), x.options()), first};
-  for (int64_t i = 0; i < p.kernel[0]; ++i) {
-    for (int64_t j = 0; j < p.kernel[1]; ++j) {
-      best.visit(position(i, j), corner + (i * p.dilation[0] * W + j * p.dilation[1]));
-    }
-  }
+  const Tensor x = pool_operand(input.dim() == 3 ? input.unsqueeze(0) : input);
+  Tensor values = at::empty({x.size(0), x.size(1), p.oh, p.ow}, x.options());
+  Tensor indices = at::empty(values.sizes(), x.options().dtype(at::kLong));
+  engine::launch_pool(engine::OR_POOL_MAX, x, values, indices, {p.kernel, p.stride, p.padding, p.dilation});
+  values = values.to(input.scalar_type());
   if (input.dim() == 3) {
-    return {best.values.squeeze(0), best.indices.squeeze(0)};
+    return {values.squeeze(0), indices.squeeze(0)};
   }
-  return {best.values, best.indices};
+  return {values, indices};
 }
 
 // The gradient goes to the input element each window picked, added up where

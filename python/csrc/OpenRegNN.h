@@ -37,9 +37,14 @@ struct WindowMax {
   void visit(const Tensor& candidate, const Tensor& index, const Tensor& inside = Tensor());
 };
 
+// `t` as the `pool` kernel takes it: dense, in float32 or float64 (16-bit
+// floats in float32), integers in int64.
+Tensor pool_operand(const Tensor& t);
+
 // Max pooling's backward: each output's gradient added into the input
-// element its window picked (`indices` into the H x W plane), in window order
-// where windows overlap (deterministic).
+// element its window picked (`indices` into the H x W plane), in output order
+// where windows overlap (deterministic); an index outside the plane stops the
+// device's kernel.
 Tensor scatter_to_picks(const Tensor& grad_output, const Tensor& input, const Tensor& indices);
 
 } // namespace openreg::nn

@@ -5,9 +5,10 @@
 // padding in 1, 2 and 3 dimensions.
 //
 // Windows are visited in CPU's order, so a window's sum, average or maximum
-// is CPU's bit for bit: fixed windows as strided views of the (zero-padded)
-// input, one elementwise launch per window position; variable windows
-// (adaptive pooling) as gathers of each window's a-th row and b-th column.
+// is CPU's bit for bit: average pooling is one launch of the engine's `pool`
+// kernel; adaptive windows are strided views when they are all alike, one
+// elementwise launch per window position, else gathers of each window's
+// a-th row and b-th column.
 // Index tables (which input row each output row reads) are computed on the
 // host from the sizes alone, with ATen's own index functions, and copied to
 // the device as launch data; values never leave the device. float16 and
@@ -52,7 +53,7 @@ Tensor batched(const Tensor& t) {
   return t.dim() == 3 ? t.unsqueeze(0) : t;
 }
 
-// ---- fixed windows: average pooling ----
+// ---- fixed windows ----
 
 struct Window2d {
   int64_t kh, kw, sh, sw, ph, pw;
@@ -67,21 +68,6 @@ Window2d window2d(at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntAr
   w.ph = padding[0];
   w.pw = padding.size() == 1 ? w.ph : padding[1];
   return w;
-}
-
-// `x` (N, C, H, W) in a zero-filled buffer reaching every window position of
-// an (oh, ow) output: the padding, and past it where ceil mode's last window
-// reaches.
-Tensor zero_padded(const Tensor& x, const Window2d& w, int64_t oh, int64_t ow) {
-  const int64_t H = x.size(2), W = x.size(3);
-  const int64_t bottom = std::max<int64_t>(w.ph, (oh - 1) * w.sh + w.kh - H - w.ph);
-  const int64_t right = std::max<int64_t>(w.pw, (ow - 1) * w.sw + w.kw - W - w.pw);
-  if (w.ph == 0 && w.pw == 0 && bottom == 0 && right == 0) {
-    return x;
-  }
-  Tensor padded = at::zeros({x.size(0), x.size(1), H + w.ph + bottom, W + w.pw + right}, x.options());
-  padded.slice(2, w.ph, w.ph + H).slice(3, w.pw, w.pw + W).copy_(x);
-  return padded;
 }
 
 // Window position (i, j) of every output at once: a strided view of `padded`.
@@ -103,47 +89,17 @@ Tensor window_sum(const Tensor& padded, const Window2d& w, int64_t oh, int64_t o
 }
 
 // Adds `values` (N, C, oh, ow) into every position of its window: the
-// backward of window_sum, into an (N, C, H, W) gradient.
+// backward of window_sum, into an (N, C, H, W) gradient (windows without
+// padding).
 Tensor window_spread(const Tensor& values, const Window2d& w, int64_t H, int64_t W) {
   const int64_t oh = values.size(2), ow = values.size(3);
-  Tensor padded = zero_padded(at::zeros({values.size(0), values.size(1), H, W}, values.options()), w, oh, ow);
+  Tensor grad = at::zeros({values.size(0), values.size(1), H, W}, values.options());
   for (int64_t i = 0; i < w.kh; ++i) {
     for (int64_t j = 0; j < w.kw; ++j) {
-      window_position(padded, w, oh, ow, i, j).add_(values);
+      window_position(grad, w, oh, ow, i, j).add_(values);
     }
   }
-  return padded.slice(2, w.ph, w.ph + H).slice(3, w.pw, w.pw + W);
-}
-
-// What each output divides its sum by, as CPU's avg_pool2d: the override; or
-// the window's size within the padded input (count_include_pad) or within the
-// input. Both sizes are a row factor times a column factor, so the divisor is
-// an (oh, 1) table times a (1, ow) one. A window wholly outside the input
-// sums to zero; its divisor is 1.
-Tensor avg_divisor(const Window2d& w, int64_t H, int64_t W, int64_t oh, int64_t ow, bool count_include_pad,
-                   std::optional<int64_t> divisor_override, const Tensor& like) {
-  if (divisor_override.has_value()) {
-    return at::full({}, *divisor_override, like.options().dtype(at::kLong));
-  }
-  const auto factors = [&](int64_t out, int64_t stride, int64_t pad, int64_t kernel, int64_t in) {
-    std::vector<int64_t> f(out);
-    for (int64_t o = 0; o < out; ++o) {
-      int64_t start = o * stride - pad;
-      int64_t end = std::min(start + kernel, in + pad);
-      const int64_t with_pad = end - start;
-      start = std::max<int64_t>(start, 0);
-      end = std::min(end, in);
-      f[o] = end <= start ? 1 : (count_include_pad ? with_pad : end - start);
-    }
-    return long_table(f, like);
-  };
-  return along(factors(oh, w.sh, w.ph, w.kh, H), 2, 4) * along(factors(ow, w.sw, w.pw, w.kw, W), 3, 4);
-}
-
-// sum / divisor: true division for floats, truncating for integers (CPU's
-// int64 average pooling).
-Tensor average(const Tensor& sum, const Tensor& divisor) {
-  return at::isIntegralType(sum.scalar_type(), false) ? sum.div(divisor, "trunc") : sum.div(divisor);
+  return grad;
 }
 
 // The dtypes CPU averages (others go to the fallback, which refuses them as CPU does).
@@ -151,6 +107,14 @@ bool averages(at::ScalarType dtype) {
   return at::isFloatingType(dtype) || dtype == at::kLong;
 }
 
+engine::PoolWindow avg_window(at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                              bool count_include_pad, std::optional<int64_t> divisor_override) {
+  const Window2d w = window2d(kernel_size, stride, padding);
+  return {{w.kh, w.kw}, {w.sh, w.sw}, {w.ph, w.pw}, {1, 1}, count_include_pad, divisor_override.value_or(0)};
+}
+
+// Each window's sum in CPU's order over the divisor CPU uses: one `pool`
+// launch.
 Tensor avg_pool2d_kernel(const Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                          at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                          std::optional<int64_t> divisor_override) {
@@ -164,21 +128,20 @@ Tensor avg_pool2d_kernel(const Tensor& input, at::IntArrayRef kernel_size, at::I
   if (out.numel() == 0) {
     return out;
   }
-  const Window2d w = window2d(kernel_size, stride, padding);
-  const Tensor x = in_opmath(batched(input));
-  const int64_t oh = out.size(-2), ow = out.size(-1);
-  const Tensor sum = window_sum(zero_padded(x, w, oh, ow), w, oh, ow);
-  out.copy_(average(sum, avg_divisor(w, x.size(2), x.size(3), oh, ow, count_include_pad, divisor_override, x))
-                .view(out.sizes()));
+  const Tensor x = pool_operand(batched(input));
+  const Tensor sums = at::empty({x.size(0), x.size(1), out.size(-2), out.size(-1)}, x.options());
+  engine::launch_pool(engine::OR_POOL_AVG, x, sums, Tensor(),
+                      avg_window(kernel_size, stride, padding, count_include_pad, divisor_override));
+  out.copy_(sums.view(out.sizes()));
   return out;
 }
 
 // Each output's gradient over its divisor, added into every input of its
-// window.
+// window: one `pool` launch.
 Tensor avg_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& input, at::IntArrayRef kernel_size,
                                   at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
                                   bool count_include_pad, std::optional<int64_t> divisor_override) {
-  if (!structured::engine_handles(grad_output, input) || !averages(input.scalar_type())) {
+  if (!structured::engine_handles(grad_output, input) || !at::isFloatingType(input.scalar_type())) {
     return structured::fallback<at::_ops::avg_pool2d_backward>(grad_output, input, kernel_size, stride, padding,
                                                                ceil_mode, count_include_pad, divisor_override);
   }
@@ -188,12 +151,11 @@ Tensor avg_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& input
   if (grad_input.numel() == 0) {
     return grad_input;
   }
-  const Window2d w = window2d(kernel_size, stride, padding);
-  const Tensor g = in_opmath(batched(grad_output));
-  const int64_t H = input.size(-2), W = input.size(-1);
-  const Tensor share =
-      average(g, avg_divisor(w, H, W, g.size(2), g.size(3), count_include_pad, divisor_override, g));
-  grad_input.copy_(window_spread(share, w, H, W).view(grad_input.sizes()));
+  const Tensor g = pool_operand(batched(grad_output));
+  const Tensor grad = at::empty({g.size(0), g.size(1), input.size(-2), input.size(-1)}, g.options());
+  engine::launch_pool(engine::OR_POOL_AVG_BACKWARD, g, grad, Tensor(),
+                      avg_window(kernel_size, stride, padding, count_include_pad, divisor_override));
+  grad_input.copy_(grad.view(grad_input.sizes()));
   return grad_input;
 }
 

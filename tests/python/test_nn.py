@@ -442,3 +442,14 @@ def test_fused_adam_skips_the_step_when_grad_scaler_finds_an_inf():
         scaler.step(opt)
         scaler.update()
     assert not torch.equal(model.weight.detach().cpu(), before)
+
+
+def test_max_pool_backward_with_an_index_outside_the_plane_stops_the_kernel():
+    x = torch.randn(1, 2, 4, 4, device=DEV)
+    grad = torch.ones(1, 2, 2, 2, device=DEV)
+    indices = torch.zeros(1, 2, 2, 2, dtype=torch.long, device=DEV)
+    indices[0, 1, 1, 1] = 16  # one past a 4 x 4 plane: it would land in the next plane
+    with pytest.raises(RuntimeError, match="trapped|pool"):
+        torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices).cpu()
+    assert torch.equal(F.max_pool2d(torch.arange(16.0, device=DEV).view(1, 1, 4, 4), 2).cpu().view(-1),
+                       torch.tensor([5.0, 7.0, 13.0, 15.0]))
