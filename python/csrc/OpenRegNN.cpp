@@ -325,11 +325,14 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_kernel(const Tensor& input, c10::S
   const Tensor x = in_opmath(input).reshape({M, N});
   auto [var, mean] = at::var_mean(x, {1}, /*correction=*/0, /*keepdim=*/true);
   const Tensor rstd = var.add_(eps).rsqrt_();
-  Tensor y = (x - mean).mul_(rstd);
-  if (defined(weight)) {
+  // x * rstd + (-rstd * mean), then * weight + bias, as CPU's kernel: two
+  // passes over the rows
+  Tensor y = at::addcmul(rstd * mean.neg(), x, rstd);
+  if (defined(weight) && defined(bias)) {
+    y = at::addcmul(in_opmath(*bias).reshape({1, N}), y, in_opmath(*weight).reshape({1, N}));
+  } else if (defined(weight)) {
     y.mul_(in_opmath(*weight).reshape({1, N}));
-  }
-  if (defined(bias)) {
+  } else if (defined(bias)) {
     y.add_(in_opmath(*bias).reshape({1, N}));
   }
   return {y.to(input.scalar_type()).reshape(input.sizes()), mean.to(stats).reshape(stat_shape),
@@ -356,11 +359,14 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
   Tensor grad_input, grad_weight, grad_bias;
   const Tensor x = in_opmath(input).reshape({M, N});
   const Tensor g = in_opmath(grad_out).reshape({M, N});
-  const Tensor xhat = (x - in_opmath(mean).reshape({M, 1})).mul_(in_opmath(rstd).reshape({M, 1}));
+  const Tensor r = in_opmath(rstd).reshape({M, 1});
+  const Tensor xhat = at::addcmul(r * in_opmath(mean).reshape({M, 1}).neg(), x, r);
   if (output_mask[0]) {
+    // rstd * gw - rstd * mean(gw) - xhat * rstd * mean(gw * xhat): two
+    // multiply-adds with per-row constants
     const Tensor gw = defined(weight) ? g * in_opmath(*weight).reshape({1, N}) : g;
-    Tensor gi = gw - gw.mean(1, /*keepdim=*/true);
-    gi.sub_(xhat * (gw * xhat).mean(1, /*keepdim=*/true)).mul_(in_opmath(rstd).reshape({M, 1}));
+    const Tensor gi = at::addcmul(at::addcmul(gw.mean(1, /*keepdim=*/true).mul_(r).neg_(), gw, r), xhat,
+                                  (gw * xhat).mean(1, /*keepdim=*/true).mul_(r).neg_());
     grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
   }
   if (output_mask[1] && defined(weight)) {
@@ -419,13 +425,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_kernel(const Tensor& input, const 
     save_mean = at::empty({0}, input.options().dtype(stats));
     save_invstd = at::empty({0}, input.options().dtype(stats));
   }
-  Tensor y = (x - mean.reshape(channel_shape)).mul_(invstd.reshape(channel_shape));
-  if (defined(weight)) {
-    y.mul_(in_opmath(*weight).reshape(channel_shape));
-  }
-  if (defined(bias)) {
-    y.add_(in_opmath(*bias).reshape(channel_shape));
-  }
+  // x * alpha + beta, alpha = invstd * weight, beta = bias - mean * alpha, as
+  // CPU's kernel: one pass
+  const Tensor alpha = defined(weight) ? invstd * in_opmath(*weight) : invstd;
+  const Tensor beta = defined(bias) ? in_opmath(*bias) - mean * alpha : (mean * alpha).neg_();
+  const Tensor y = at::addcmul(beta.reshape(channel_shape), x, alpha.reshape(channel_shape));
   return {y.to(input.scalar_type()), save_mean, save_invstd};
 }
 
@@ -448,25 +452,29 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
       (train ? in_opmath(*save_invstd) : (in_opmath(*running_var) + eps).rsqrt()).reshape(channel_shape);
   const Tensor x = in_opmath(input);
   const Tensor g = in_opmath(grad_out);
-  const Tensor xhat = (x - mean).mul_(invstd);
-  const Tensor sum_g = g.sum(dims);
-  const Tensor sum_gx = (g * xhat).sum(dims);
+  const Tensor centered = x - mean;
+  const Tensor sum_g = g.sum(dims).reshape(channel_shape);
+  const Tensor dot = (g * centered).sum(dims).reshape(channel_shape); // sum of g * (x - mean)
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
     const Tensor scale = defined(weight) ? invstd * in_opmath(*weight).reshape(channel_shape) : invstd;
     if (train) {
+      // (g - sum_g / n - (x - mean) * dot * invstd^2 / n) * scale, as two
+      // multiply-adds with per-channel constants
       const double n = static_cast<double>(input.numel() / std::max<int64_t>(C, 1));
-      grad_input = (g - sum_g.reshape(channel_shape) / n - xhat * (sum_gx.reshape(channel_shape) / n)).mul_(scale);
+      const Tensor mean_term = (sum_g / n).mul_(scale).neg_();
+      const Tensor projection = (dot / n).mul_(invstd).mul_(invstd).mul_(scale).neg_();
+      grad_input = at::addcmul(at::addcmul(mean_term, g, scale), centered, projection);
     } else {
       grad_input = g * scale;
     }
     grad_input = grad_input.to(input.scalar_type());
   }
   if (output_mask[1]) {
-    grad_weight = sum_gx.to(defined(weight) ? weight->scalar_type() : input.scalar_type());
+    grad_weight = (dot * invstd).reshape({C}).to(defined(weight) ? weight->scalar_type() : input.scalar_type());
   }
   if (output_mask[2]) {
-    grad_bias = sum_g.to(defined(weight) ? weight->scalar_type() : input.scalar_type());
+    grad_bias = sum_g.reshape({C}).to(defined(weight) ? weight->scalar_type() : input.scalar_type());
   }
   return {grad_input, grad_weight, grad_bias};
 }
