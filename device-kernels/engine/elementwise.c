@@ -281,7 +281,8 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(HARDTANH_BACKWARD, 2, T, (b <= A0 || b >= A1) ? (T)0 : a)                                        \
   X(CLAMP_TENSOR, 3, T, F_ISNAN(b) ? b : F_ISNAN(c) ? c : F_ISNAN(a) ? a : F_MIN(F_MAX(a, b), c))      \
   X(SQUARED_DIFF, 2, T, (a - b) * (a - b))                                                            \
-  X(MSE_BACKWARD, 3, T, A0 * (a - b) * c)
+  X(MSE_BACKWARD, 3, T, A0 * (a - b) * c)                                                             \
+  X(MUL_ADD, 3, T, a * b + c)
 
 /* Integer powers as CPU computes them: by squaring, wrapping; a negative
  * exponent gives 1 for base 1, +-1 for base -1, and 0 otherwise. */
@@ -401,7 +402,8 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
   X(HARDTANH_BACKWARD, 2, int64_t, (TRAP(), a))                                                      \
   X(CLAMP_TENSOR, 3, int64_t, I_MIN(I_MAX(a, b), c))                                                 \
   X(SQUARED_DIFF, 2, int64_t, (TRAP(), a))                                                           \
-  X(MSE_BACKWARD, 3, int64_t, (TRAP(), a))
+  X(MSE_BACKWARD, 3, int64_t, (TRAP(), a))                                                           \
+  X(MUL_ADD, 3, int64_t, (TRAP(), a))
 
 /* ---- row loops ---- */
 

@@ -159,7 +159,8 @@ enum or_compute {
   X(HARDTANH_BACKWARD, 2, FLOAT) /* a: grad, b: input; min args[0], max args[1] */ \
   X(CLAMP_TENSOR, 3, ANY)    /* min(max(a, b), c); a NaN anywhere gives NaN */                 \
   X(SQUARED_DIFF, 2, FLOAT)  /* (a - b) * (a - b) (mse_loss) */                                \
-  X(MSE_BACKWARD, 3, FLOAT)  /* args[0] * (a - b) * c; a: input, b: target, c: grad */
+  X(MSE_BACKWARD, 3, FLOAT)  /* args[0] * (a - b) * c; a: input, b: target, c: grad */     \
+  X(MUL_ADD, 3, FLOAT)       /* a * b + c, rounded twice (not fused): normalizations */
 
 enum or_kinds {
   OR_KINDS_ANY = 0,

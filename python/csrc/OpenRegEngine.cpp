@@ -446,6 +446,21 @@ void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t di
   launch<kReduce>(device.index(), block, pointers.data(), npointers, 0); // one scratch: one worker
 }
 
+at::Tensor mul_add(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+  at::Tensor out;
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(out)
+                  .add_const_input(a)
+                  .add_const_input(b)
+                  .add_const_input(c)
+                  .promote_inputs_to_common_dtype(true)
+                  .cast_common_dtype_to_outputs(true)
+                  .build();
+  check_dtype(at::isFloatingType(iter.common_dtype()), "mul_add", iter.common_dtype());
+  launch_elementwise(iter, OR_OP_MUL_ADD);
+  return iter.output();
+}
+
 void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, const at::Tensor& out1,
                  const PoolWindow& window) {
   const bool backward = op == OR_POOL_MAX_BACKWARD || op == OR_POOL_AVG_BACKWARD;

@@ -57,6 +57,11 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
 void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& y,
                     int64_t dim);
 
+// a * b + c with two roundings (CPU's normalization kernels compute
+// x * alpha + beta so), broadcast and promoted as a binary op would: one
+// elementwise launch into a new tensor. Floating dtypes.
+at::Tensor mul_add(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
+
 // A 2-d pooling window: sizes, strides, padding and dilation (height, width);
 // for averages, whether padding counts and the divisor override (0: none).
 struct PoolWindow {

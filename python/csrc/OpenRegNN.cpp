@@ -327,9 +327,9 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_kernel(const Tensor& input, c10::S
   const Tensor rstd = var.add_(eps).rsqrt_();
   // x * rstd + (-rstd * mean), then * weight + bias, as CPU's kernel: two
   // passes over the rows
-  Tensor y = at::addcmul(rstd * mean.neg(), x, rstd);
+  Tensor y = engine::mul_add(x, rstd, rstd * mean.neg());
   if (defined(weight) && defined(bias)) {
-    y = at::addcmul(in_opmath(*bias).reshape({1, N}), y, in_opmath(*weight).reshape({1, N}));
+    y = engine::mul_add(y, in_opmath(*weight).reshape({1, N}), in_opmath(*bias).reshape({1, N}));
   } else if (defined(weight)) {
     y.mul_(in_opmath(*weight).reshape({1, N}));
   } else if (defined(bias)) {
@@ -360,13 +360,13 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
   const Tensor x = in_opmath(input).reshape({M, N});
   const Tensor g = in_opmath(grad_out).reshape({M, N});
   const Tensor r = in_opmath(rstd).reshape({M, 1});
-  const Tensor xhat = at::addcmul(r * in_opmath(mean).reshape({M, 1}).neg(), x, r);
+  const Tensor xhat = engine::mul_add(x, r, r * in_opmath(mean).reshape({M, 1}).neg());
   if (output_mask[0]) {
     // rstd * gw - rstd * mean(gw) - xhat * rstd * mean(gw * xhat): two
     // multiply-adds with per-row constants
     const Tensor gw = defined(weight) ? g * in_opmath(*weight).reshape({1, N}) : g;
-    const Tensor gi = at::addcmul(at::addcmul(gw.mean(1, /*keepdim=*/true).mul_(r).neg_(), gw, r), xhat,
-                                  (gw * xhat).mean(1, /*keepdim=*/true).mul_(r).neg_());
+    const Tensor gi = engine::mul_add(xhat, (gw * xhat).mean(1, /*keepdim=*/true).mul_(r).neg_(),
+                                      engine::mul_add(gw, r, gw.mean(1, /*keepdim=*/true).mul_(r).neg_()));
     grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
   }
   if (output_mask[1] && defined(weight)) {
@@ -429,7 +429,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_kernel(const Tensor& input, const 
   // CPU's kernel: one pass
   const Tensor alpha = defined(weight) ? invstd * in_opmath(*weight) : invstd;
   const Tensor beta = defined(bias) ? in_opmath(*bias) - mean * alpha : (mean * alpha).neg_();
-  const Tensor y = at::addcmul(beta.reshape(channel_shape), x, alpha.reshape(channel_shape));
+  const Tensor y = engine::mul_add(x, alpha.reshape(channel_shape), beta.reshape(channel_shape));
   return {y.to(input.scalar_type()), save_mean, save_invstd};
 }
 
@@ -464,7 +464,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
       const double n = static_cast<double>(input.numel() / std::max<int64_t>(C, 1));
       const Tensor mean_term = (sum_g / n).mul_(scale).neg_();
       const Tensor projection = (dot / n).mul_(invstd).mul_(invstd).mul_(scale).neg_();
-      grad_input = at::addcmul(at::addcmul(mean_term, g, scale), centered, projection);
+      grad_input = engine::mul_add(centered, projection, engine::mul_add(g, scale, mean_term));
     } else {
       grad_input = g * scale;
     }

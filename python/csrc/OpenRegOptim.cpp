@@ -30,6 +30,14 @@ struct Lr {
   }
 };
 
+Lr lr_of(double lr) {
+  return {lr, Tensor()};
+}
+
+Lr lr_of(const Tensor& lr) {
+  return {0.0, lr};
+}
+
 bool lists_on_engine(std::initializer_list<TensorList> lists) {
   for (const TensorList list : lists) {
     for (const Tensor& t : list) {
@@ -107,9 +115,10 @@ void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorL
   }
 }
 
-template <AdamMode Mode, class Op>
+// One entry for both overloads: `LrArg` is double, or const Tensor& (tensor_lr).
+template <AdamMode Mode, class Op, class LrArg>
 void adam_entry(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
-                TensorList max_exp_avg_sqs, TensorList state_steps, double lr, double beta1, double beta2,
+                TensorList max_exp_avg_sqs, TensorList state_steps, LrArg lr, double beta1, double beta2,
                 double weight_decay, double eps, bool amsgrad, bool maximize, const std::optional<Tensor>& grad_scale,
                 const std::optional<Tensor>& found_inf) {
   if (!lists_on_engine({params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs})) {
@@ -117,21 +126,7 @@ void adam_entry(TensorList params, TensorList grads, TensorList exp_avgs, Tensor
                                     beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
   }
   openreg::count_op(structured::counted_name<Op>(), true);
-  adam_step<Mode>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, Lr{lr, Tensor()}, beta1, beta2,
-                  weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
-}
-
-template <AdamMode Mode, class Op>
-void adam_tensor_lr_entry(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
-                          TensorList max_exp_avg_sqs, TensorList state_steps, const Tensor& lr, double beta1,
-                          double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
-                          const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
-  if (!lists_on_engine({params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs})) {
-    return structured::fallback<Op>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
-                                    beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
-  }
-  openreg::count_op(structured::counted_name<Op>(), true);
-  adam_step<Mode>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, Lr{0.0, lr}, beta1, beta2,
+  adam_step<Mode>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr_of(lr), beta1, beta2,
                   weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
 }
 
@@ -166,30 +161,16 @@ void sgd_step(TensorList params, TensorList grads, TensorList momentum_buffers, 
   }
 }
 
-template <class Op>
+template <class Op, class LrArg>
 void sgd_entry(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay, double momentum,
-               double lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
+               LrArg lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
                const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   if (!lists_on_engine({params, grads, momentum_buffers})) {
     return structured::fallback<Op>(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov,
                                     maximize, is_first_step, grad_scale, found_inf);
   }
   openreg::count_op(structured::counted_name<Op>(), true);
-  sgd_step(params, grads, momentum_buffers, weight_decay, momentum, Lr{lr, Tensor()}, dampening, nesterov, maximize,
-           is_first_step, grad_scale, found_inf);
-}
-
-template <class Op>
-void sgd_tensor_lr_entry(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay,
-                         double momentum, const Tensor& lr, double dampening, bool nesterov, bool maximize,
-                         bool is_first_step, const std::optional<Tensor>& grad_scale,
-                         const std::optional<Tensor>& found_inf) {
-  if (!lists_on_engine({params, grads, momentum_buffers})) {
-    return structured::fallback<Op>(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov,
-                                    maximize, is_first_step, grad_scale, found_inf);
-  }
-  openreg::count_op(structured::counted_name<Op>(), true);
-  sgd_step(params, grads, momentum_buffers, weight_decay, momentum, Lr{0.0, lr}, dampening, nesterov, maximize,
+  sgd_step(params, grads, momentum_buffers, weight_decay, momentum, lr_of(lr), dampening, nesterov, maximize,
            is_first_step, grad_scale, found_inf);
 }
 
@@ -215,8 +196,8 @@ void adagrad_step(TensorList params, TensorList grads, TensorList state_sums, Te
   }
 }
 
-template <class Op>
-void adagrad_entry(TensorList params, TensorList grads, TensorList state_sums, TensorList state_steps, double lr,
+template <class Op, class LrArg>
+void adagrad_entry(TensorList params, TensorList grads, TensorList state_sums, TensorList state_steps, LrArg lr,
                    double lr_decay, double weight_decay, double eps, bool maximize,
                    const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   if (!lists_on_engine({params, grads, state_sums})) {
@@ -224,20 +205,7 @@ void adagrad_entry(TensorList params, TensorList grads, TensorList state_sums, T
                                     grad_scale, found_inf);
   }
   openreg::count_op(structured::counted_name<Op>(), true);
-  adagrad_step(params, grads, state_sums, state_steps, Lr{lr, Tensor()}, lr_decay, weight_decay, eps, maximize,
-               grad_scale, found_inf);
-}
-
-template <class Op>
-void adagrad_tensor_lr_entry(TensorList params, TensorList grads, TensorList state_sums, TensorList state_steps,
-                             const Tensor& lr, double lr_decay, double weight_decay, double eps, bool maximize,
-                             const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
-  if (!lists_on_engine({params, grads, state_sums})) {
-    return structured::fallback<Op>(params, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize,
-                                    grad_scale, found_inf);
-  }
-  openreg::count_op(structured::counted_name<Op>(), true);
-  adagrad_step(params, grads, state_sums, state_steps, Lr{0.0, lr}, lr_decay, weight_decay, eps, maximize, grad_scale,
+  adagrad_step(params, grads, state_sums, state_steps, lr_of(lr), lr_decay, weight_decay, eps, maximize, grad_scale,
                found_inf);
 }
 
@@ -247,12 +215,14 @@ void adagrad_tensor_lr_entry(TensorList params, TensorList grads, TensorList sta
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace openreg::optim;
   namespace ops = at::_ops;
-  m.impl("_fused_adam_", TORCH_FN((adam_entry<AdamMode::Original, ops::_fused_adam_>)));
-  m.impl("_fused_adam_.tensor_lr", TORCH_FN((adam_tensor_lr_entry<AdamMode::Original, ops::_fused_adam__tensor_lr>)));
-  m.impl("_fused_adamw_", TORCH_FN((adam_entry<AdamMode::AdamW, ops::_fused_adamw_>)));
-  m.impl("_fused_adamw_.tensor_lr", TORCH_FN((adam_tensor_lr_entry<AdamMode::AdamW, ops::_fused_adamw__tensor_lr>)));
-  m.impl("_fused_sgd_", TORCH_FN(sgd_entry<ops::_fused_sgd_>));
-  m.impl("_fused_sgd_.tensor_lr", TORCH_FN(sgd_tensor_lr_entry<ops::_fused_sgd__tensor_lr>));
-  m.impl("_fused_adagrad_", TORCH_FN(adagrad_entry<ops::_fused_adagrad_>));
-  m.impl("_fused_adagrad_.tensor_lr", TORCH_FN(adagrad_tensor_lr_entry<ops::_fused_adagrad__tensor_lr>));
+  m.impl("_fused_adam_", TORCH_FN((adam_entry<AdamMode::Original, ops::_fused_adam_, double>)));
+  m.impl("_fused_adam_.tensor_lr",
+         TORCH_FN((adam_entry<AdamMode::Original, ops::_fused_adam__tensor_lr, const at::Tensor&>)));
+  m.impl("_fused_adamw_", TORCH_FN((adam_entry<AdamMode::AdamW, ops::_fused_adamw_, double>)));
+  m.impl("_fused_adamw_.tensor_lr",
+         TORCH_FN((adam_entry<AdamMode::AdamW, ops::_fused_adamw__tensor_lr, const at::Tensor&>)));
+  m.impl("_fused_sgd_", TORCH_FN((sgd_entry<ops::_fused_sgd_, double>)));
+  m.impl("_fused_sgd_.tensor_lr", TORCH_FN((sgd_entry<ops::_fused_sgd__tensor_lr, const at::Tensor&>)));
+  m.impl("_fused_adagrad_", TORCH_FN((adagrad_entry<ops::_fused_adagrad_, double>)));
+  m.impl("_fused_adagrad_.tensor_lr", TORCH_FN((adagrad_entry<ops::_fused_adagrad__tensor_lr, const at::Tensor&>)));
 }

@@ -1,4 +1,5 @@
-// Random numbers drawn on the device: uniform_, normal_, exponential_,
+// Random numbers drawn on the device: uniform_, normal_ (and normal with
+// tensor means or deviations), exponential_,
 // bernoulli_ (a probability or a tensor of them), bernoulli, random_ (over
 // [from, to), or the dtype's own range), randperm and multinomial. rand,
 // randn, randint, dropout's mask and nn.init's fills are built on these, so
@@ -176,6 +177,47 @@ Tensor& exponential_kernel(Tensor& self, double lambda, std::optional<at::Genera
   return self;
 }
 
+// normal(mean, std) with a tensor mean or std (or both): standard normal draws
+// scaled and shifted on the device, broadcast as CPU broadcasts them; a
+// negative std is refused as on CPU (which reads the minimum back too).
+Tensor normal_with_tensors(const Tensor& mean, const Tensor& std, std::optional<at::Generator> generator) {
+  TORCH_CHECK(!std.defined() || std.numel() == 0 || std.min().ge(0).item<bool>(),
+              "normal expects all elements of std >= 0.0");
+  const Tensor& like = mean.defined() ? mean : std;
+  const auto shape = mean.defined() && std.defined() ? at::infer_size(mean.sizes(), std.sizes()) : like.sizes().vec();
+  const at::ScalarType dtype =
+      mean.defined() && std.defined() ? at::promote_types(mean.scalar_type(), std.scalar_type()) : like.scalar_type();
+  engine::check_dtype(at::isFloatingType(dtype), "normal", dtype);
+  Tensor out = at::empty(shape, like.options().dtype(dtype));
+  fill(engine::OR_RANDOM_NORMAL, out, Tensor(), {0.0, 1.0}, generator);
+  return out;
+}
+
+Tensor normal_tensor_float(const Tensor& mean, double std, std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(mean)) {
+    return structured::fallback<at::_ops::normal_Tensor_float>(mean, std, generator);
+  }
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  count<at::_ops::normal_Tensor_float>();
+  return normal_with_tensors(mean, Tensor(), generator).mul_(std).add_(mean);
+}
+
+Tensor normal_float_tensor(double mean, const Tensor& std, std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(std)) {
+    return structured::fallback<at::_ops::normal_float_Tensor>(mean, std, generator);
+  }
+  count<at::_ops::normal_float_Tensor>();
+  return normal_with_tensors(Tensor(), std, generator).mul_(std).add_(mean);
+}
+
+Tensor normal_tensor_tensor(const Tensor& mean, const Tensor& std, std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(mean, std)) {
+    return structured::fallback<at::_ops::normal_Tensor_Tensor>(mean, std, generator);
+  }
+  count<at::_ops::normal_Tensor_Tensor>();
+  return normal_with_tensors(mean, std, generator).mul_(std).add_(mean);
+}
+
 // A random permutation: n random 64-bit keys, stably sorted; the order of
 // the sort is the permutation.
 Tensor& randperm_kernel(int64_t n, std::optional<at::Generator> generator, Tensor& out) {
@@ -237,7 +279,7 @@ Tensor multinomial_kernel(const Tensor& self, c10::SymInt n_sample_sym, bool rep
   }
   const Tensor rows = self.dim() == 1 ? self.unsqueeze(0) : self;
   Tensor cdf = rows.to(at::kDouble).cumsum(1);
-  cdf.div_(cdf.narrow(1, n_categories - 1, 1)); // the last entry exactly 1
+  cdf = cdf / cdf.narrow(1, n_categories - 1, 1); // the last entry exactly 1
   Tensor u = at::empty({rows.size(0), n_sample}, cdf.options());
   fill(engine::OR_RANDOM_UNIFORM, u, Tensor(), {0.0, 1.0}, generator);
   // the count of cumulative probabilities <= u: the first category whose
@@ -267,4 +309,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("exponential_", TORCH_FN(exponential_kernel));
   m.impl("randperm.generator_out", TORCH_FN(randperm_kernel));
   m.impl("multinomial", TORCH_FN(multinomial_kernel));
+  m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
+  m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
+  m.impl("normal.Tensor_Tensor", TORCH_FN(normal_tensor_tensor));
 }

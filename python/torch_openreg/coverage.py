@@ -40,7 +40,7 @@ class Result:
     """One op's class and the evidence for it."""
 
     name: str
-    status: str  # "device", "disagrees", "fallback", "no samples"
+    status: str  # "device", "random", "disagrees", "fallback", "no samples"
     samples: int = 0
     detail: str = ""
 
@@ -109,7 +109,7 @@ def check_op(op, dtype=torch.float32, max_samples=6) -> Result:
         samples = list(op.sample_inputs("cpu", dtype))[:max_samples]
     except Exception as error:  # noqa: BLE001 - an OpInfo that cannot make samples here
         return Result(op.full_name, "no samples", detail=f"samples: {type(error).__name__}")
-    compared = 0
+    compared = random_samples = 0
     for sample in samples:
         try:
             expected = op(sample.input, *sample.args, **sample.kwargs)
@@ -127,11 +127,40 @@ def check_op(op, dtype=torch.float32, max_samples=6) -> Result:
             actual, expected = _metadata(actual), _metadata(expected)
         why = _close(actual, expected)
         compared += 1
+        if why is not None and _draws_random_numbers(op, sample):
+            random_samples += 1
+            why = _close(_metadata(actual), _metadata(expected))
         if why is not None:
             return Result(op.full_name, "disagrees", compared, why[:160])
     if compared == 0:
         return Result(op.full_name, "no samples", detail="CPU refused every sample")
+    if random_samples:
+        return Result(op.full_name, "random", compared, f"{random_samples} sample(s) drew from the device's generator")
     return Result(op.full_name, "device", compared)
+
+
+def _draws_random_numbers(op, sample) -> bool:
+    """Whether the sample's device result depends on the device generator's seed (random ops,
+    dropout): such results cannot equal CPU's, whose generator is another; their shapes, strides
+    and dtypes are compared instead. Four seeds, so that a small draw (a permutation of three)
+    rarely repeats by chance."""
+    results = []
+    original = torch.manual_seed
+    for salt in (1, 2, 3, 4):
+        # OpInfo's random ops reseed with torch.manual_seed(42) before they run: the device's
+        # generator gets that seed plus the salt
+        def salted(seed, salt=salt):
+            generator = original(seed)
+            torch.openreg.manual_seed(int(seed) + salt)
+            return generator
+
+        torch.manual_seed = salted
+        try:
+            torch.openreg.manual_seed(salt)
+            results.append(_run_on_device(op, sample))
+        finally:
+            torch.manual_seed = original
+    return any(_close(results[0], other) is not None for other in results[1:])
 
 
 def report(results: list[Result], dtype, seconds: float) -> str:
@@ -148,6 +177,8 @@ def report(results: list[Result], dtype, seconds: float) -> str:
         "| class | ops | meaning |",
         "|---|---|---|",
         f"| device | {counts['device']} | every sample ran on the device and agreed with CPU |",
+        f"| random | {counts['random']} | every sample ran on the device; values drawn from the device's generator "
+        "(which changes them with its seed) are compared by shape, strides and dtype |",
         f"| disagrees | {counts['disagrees']} | a sample ran on the device and differed from CPU |",
         f"| fallback | {counts['fallback']} | a sample needed an operator with no device kernel |",
         f"| no samples | {counts['no samples']} | CPU refused every sample for this dtype |",

@@ -48,8 +48,11 @@ def test_imports_work_in_any_order(tmp_path):
 
 
 def test_the_coverage_tool_runs_as_a_module(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "torch_openreg.coverage", "--ops", "add,special.zeta", "--out", "-"],
+    result = subprocess.run([sys.executable, "-m", "torch_openreg.coverage", "--ops", "add,special.zeta,randn_like",
+                             "--out", "-"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "| `add` | device |" in result.stdout
     assert "| `special.zeta` | fallback | 0 | aten::special_zeta |" in result.stdout
+    # drawn on the device: values follow the device generator's seed, so only metadata can match CPU
+    assert "| `randn_like` | random |" in result.stdout

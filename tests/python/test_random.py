@@ -284,3 +284,19 @@ def test_multinomial_bad_distributions_raise_like_cpu():
     with pytest.raises(RuntimeError, match="1 or 2 dim"):
         torch.multinomial(torch.ones(2, 2, 2, device=DEV), 1)
     assert torch.multinomial(torch.ones(3, device=DEV), 2).cpu().unique().numel() == 2
+    with torch.openreg.fallback_policy("error"):  # one distribution, with replacement
+        assert torch.multinomial(torch.tensor([0.0, 1.0, 0.0], device=DEV), 5, replacement=True).cpu().eq(1).all()
+
+
+def test_normal_with_tensor_means_and_deviations_runs_on_the_device():
+    torch.openreg.manual_seed(13)
+    mean = torch.tensor([0.0, 10.0, -5.0], device=DEV).repeat(50_000)
+    with torch.openreg.fallback_policy("error"):
+        a = torch.normal(mean, 2.0).cpu().view(-1, 3)
+        b = torch.normal(1.0, torch.tensor([0.0, 3.0], device=DEV).repeat(50_000)).cpu().view(-1, 2)
+        c = torch.normal(mean, torch.full_like(mean, 0.5)).cpu().view(-1, 3)
+    torch.testing.assert_close(a.mean(0), torch.tensor([0.0, 10.0, -5.0]), atol=0.05, rtol=0)
+    assert abs(a.std(0) - 2.0).max() < 0.05 and (b[:, 0] == 1.0).all() and abs(b[:, 1].std() - 3.0) < 0.05
+    assert abs(c.std(0) - 0.5).max() < 0.02
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        torch.normal(mean[:3], torch.tensor([1.0, -1.0, 1.0], device=DEV))
