@@ -204,11 +204,15 @@ void each_adaptive_position(const Tensor& x, int64_t W, const AdaptiveAxis& rows
                             const Tensor& like, Visit visit) {
   const int64_t all_rows = *std::min_element(rows.length.begin(), rows.length.end());
   const int64_t all_cols = *std::min_element(cols.length.begin(), cols.length.end());
+  std::vector<Tensor> col_tables;
+  for (int64_t b = 0; b < cols.longest; ++b) {
+    col_tables.push_back(long_table(cols.position(b), like));
+  }
   for (int64_t a = 0; a < rows.longest; ++a) {
     const Tensor r = long_table(rows.position(a), like);
     const Tensor picked_rows = x.defined() ? x.index_select(2, r) : Tensor();
     for (int64_t b = 0; b < cols.longest; ++b) {
-      const Tensor c = long_table(cols.position(b), like);
+      const Tensor& c = col_tables[b];
       const Tensor index = along(r, 2, 4) * W + along(c, 3, 4);
       Tensor inside;
       if (a >= all_rows || b >= all_cols) {
@@ -355,11 +359,15 @@ void check_upsample(at::IntArrayRef input_size, at::IntArrayRef output_size, siz
   }
 }
 
-// The output in the input's memory format, as CPU allocates it.
-Tensor upsample_output(const Tensor& input, at::IntArrayRef output_size) {
-  std::vector<int64_t> shape{input.size(0), input.size(1)};
-  shape.insert(shape.end(), output_size.begin(), output_size.end());
-  return at::empty(shape, input.options().memory_format(input.suggest_memory_format()));
+// `t` in `dtype` and memory `format` (as CPU allocates upsampling's
+// results): itself when it already is, else a converted copy.
+Tensor as_layout(const Tensor& t, at::ScalarType dtype, at::MemoryFormat format) {
+  if (t.scalar_type() == dtype && t.is_contiguous(format)) {
+    return t;
+  }
+  Tensor out = at::empty(t.sizes(), t.options().dtype(dtype).memory_format(format));
+  out.copy_(t);
+  return out;
 }
 
 // Nearest upsampling reads one input position per output position along each
@@ -377,9 +385,7 @@ Tensor upsample_nearest_kernel(const Tensor& input, c10::SymIntArrayRef output_s
   for (size_t d = 0; d < scale.size(); ++d) {
     x = x.index_select(2 + d, long_table(nearest_table(input.size(2 + d), output_size[d], scale[d], Exact), x));
   }
-  Tensor out = upsample_output(input, output_size);
-  out.copy_(x);
-  return out;
+  return as_layout(x, input.scalar_type(), input.suggest_memory_format());
 }
 
 template <class Op, bool Exact, class... Scales>
@@ -403,9 +409,7 @@ Tensor upsample_nearest_backward_kernel(const Tensor& grad_output, c10::SymIntAr
     g = at::zeros(shape, g.options())
             .index_add_(2 + d, long_table(nearest_table(input_size[2 + d], output_size[d], scale[d], Exact), g), g);
   }
-  Tensor grad_input = at::empty(input_size, grad_output.options().memory_format(grad_output.suggest_memory_format()));
-  grad_input.copy_(g);
-  return grad_input;
+  return as_layout(g, grad_output.scalar_type(), grad_output.suggest_memory_format());
 }
 
 // Linear interpolation along one dimension: each output position reads two
@@ -456,9 +460,7 @@ Tensor upsample_linear_kernel(const Tensor& input, c10::SymIntArrayRef output_si
             .mul_(along(t.lambda0, dim, x.dim()))
             .add_(x.index_select(dim, t.index1).mul_(along(t.lambda1, dim, x.dim())));
   }
-  Tensor out = upsample_output(input, output_size);
-  out.copy_(x);
-  return out;
+  return as_layout(x, input.scalar_type(), input.suggest_memory_format());
 }
 
 template <class Op, class... Scales>
@@ -487,9 +489,7 @@ Tensor upsample_linear_backward_kernel(const Tensor& grad_output, c10::SymIntArr
             .index_add_(dim, t.index0, g * along(t.lambda0, dim, g.dim()))
             .index_add_(dim, t.index1, g * along(t.lambda1, dim, g.dim()));
   }
-  Tensor grad_input = at::empty(input_size, grad_output.options().memory_format(grad_output.suggest_memory_format()));
-  grad_input.copy_(g);
-  return grad_input;
+  return as_layout(g, grad_output.scalar_type(), grad_output.suggest_memory_format());
 }
 
 // ---- reflection and replication padding ----
