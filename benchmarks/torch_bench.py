@@ -284,6 +284,15 @@ def compiled_training(reps=40):
     return times
 
 
+def profiled(make, op, device, reps=3000):
+    """per_op inside a torch.profiler profile that records device activity."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.PrivateUse1] if device.startswith("openreg") else [])
+    with profile(activities=activities):
+        return per_op(make, op, device, reps)
+
+
 def fmt(t):
     if t < 1e-3:
         return f"{t * 1e6:.1f} us"
@@ -324,6 +333,12 @@ def main():
     compile_table = ("| measurement | compiled: median / slowest | eager: median / slowest | speed ratio (eager / compiled) |\n"
                      "|---|---|---|---|\n" + row("MLP 64-128-128-10 (GELU), batch 32, SGD step, on openreg", compiled["compiled"],
                                                    compiled["eager"], None))
+    add = SMALL[0]
+    profiler_table = ("| measurement | profiled: median / p99 | not profiled: median / p99 | speed ratio "
+                      "(not profiled / profiled) |\n|---|---|---|---|\n")
+    for device, activities in (("openreg", "CPU + PrivateUse1"), ("cpu", "CPU")):
+        profiler_table += row(f"x + y, 1 element, on {device}, profiled with activities {activities}",
+                              profiled(add[1], add[2], device), per_op(add[1], add[2], device), 0.99)
     training = header.format(tail="slowest")
     for name, make, op, flops in TRAINING:
         training += training_row(name, big(make, op, "openreg"), big(make, op, "cpu"), flops)
@@ -341,7 +356,9 @@ def main():
             f"Matrix products and training steps (synchronized; every op on the device):\n\n{training}\n"
             f"User kernels (`torch_openreg.kernels` ops from `examples/kernels/`) against built-in ops of the same "
             f"size; 1-element rows per op with p99, the others synchronized with the slowest run:\n\n{user}\n"
-            f"torch.compile(backend=\"openreg\") against eager, both on openreg:\n\n{compile_table}")
+            f"torch.compile(backend=\"openreg\") against eager, both on openreg:\n\n{compile_table}\n"
+            f"The profiler's cost per op (`torch.profiler.profile`; on openreg each kernel also becomes a device "
+            f"activity record):\n\n{profiler_table}")
     print(text)
     if args.markdown:
         begin, end = "<!-- torch-bench:begin -->", "<!-- torch-bench:end -->"

@@ -72,6 +72,13 @@ fn main() {
     for inc in &includes {
         build.include(inc);
     }
+    // Kineto's plugin interface (OpenRegActivityProfiler.cpp), shipped with torch.
+    for inc in &includes {
+        let kineto = PathBuf::from(inc).join("kineto");
+        if kineto.join("libkineto.h").exists() {
+            build.include(kineto);
+        }
+    }
     // The engine's parameter blocks, shared with the wasm kernels.
     build.include("../device-kernels/engine");
     // Every object file is kept: the registration files are referenced by

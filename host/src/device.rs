@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, Instance, MemoryTypeBuilder, SharedMemory, Store, Val};
 
-use crate::abi::{KernelInfo, TrapKind};
+use crate::abi::{ActivityKind, KernelInfo, TrapKind};
+use crate::activity;
 use crate::allocator::{Allocator, StreamId};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -139,6 +140,8 @@ impl Task {
 struct Queued {
     seq: u64,
     task: Task,
+    /// Set while activity recording is on.
+    tag: Option<activity::Tag>,
 }
 
 struct StreamQueue {
@@ -505,7 +508,7 @@ impl DeviceShared {
         let mut s = lock(&self.sched);
         let seq = s.next_seq;
         let stream = s.stream(self.index, id)?;
-        stream.queue.push_back(Queued { seq, task: make() });
+        stream.queue.push_back(Queued { seq, task: make(), tag: activity::tag() });
         stream.enqueued += 1;
         let ticket = stream.enqueued;
         s.next_seq += 1;
@@ -695,12 +698,12 @@ impl DeviceShared {
 
     fn run(self: Arc<Self>) {
         loop {
-            let (id, task) = {
+            let (id, task, tag) = {
                 let mut s = lock(&self.sched);
                 loop {
                     if let Some(i) = s.pick() {
-                        let task = s.streams[i].queue.pop_front().expect("picked a non-empty queue").task;
-                        break (i, task);
+                        let queued = s.streams[i].queue.pop_front().expect("picked a non-empty queue");
+                        break (i, queued.task, queued.tag);
                     }
                     if s.shutdown {
                         return;
@@ -716,12 +719,17 @@ impl DeviceShared {
             };
             let (result, record) = match task {
                 Task::Record { event, generation } => (Ok(()), Some((event, generation))),
-                task => (
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.execute(task))).unwrap_or_else(
-                        |_| Err(Error::DeviceLost { device: self.index, reason: "a runtime task panicked".into() }),
-                    ),
-                    None,
-                ),
+                task => {
+                    let traced = tag.and_then(|tag| Some((tag, self.describe(&task, id as u32)?, activity::now_ns())));
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.execute(task)))
+                        .unwrap_or_else(|_| {
+                            Err(Error::DeviceLost { device: self.index, reason: "a runtime task panicked".into() })
+                        });
+                    if let Some((tag, work, start)) = traced {
+                        activity::push(tag, self.index, work, start, activity::now_ns());
+                    }
+                    (result, None)
+                }
             };
             let to_wake = {
                 let mut s = lock(&self.sched);
@@ -755,6 +763,34 @@ impl DeviceShared {
             std::hint::spin_loop();
         }
         lock(&self.sched)
+    }
+
+    /// What a task is, for its activity record; `None` for work that is
+    /// not a launch or a copy.
+    fn describe(&self, task: &Task, stream_id: u32) -> Option<activity::Work> {
+        let copy = |kind, name: &str, bytes| activity::Work {
+            kind,
+            name: name.to_string(),
+            op: None,
+            stream_id,
+            bytes,
+            workers: 0,
+        };
+        Some(match task {
+            Task::Launch { module, kernel, op, worker_args, .. } => activity::Work {
+                kind: ActivityKind::Kernel,
+                name: module.kernel(*kernel).name.clone(),
+                op: op.as_deref().map(String::from),
+                stream_id,
+                bytes: 0,
+                workers: if worker_args.is_empty() { 1 } else { self.workers },
+            },
+            Task::CopyIn { len, .. } => copy(ActivityKind::CopyHostToDevice, "memcpy HtoD", *len),
+            Task::CopyOut { len, .. } => copy(ActivityKind::CopyDeviceToHost, "memcpy DtoH", *len),
+            Task::CopyWithin { len, .. } => copy(ActivityKind::CopyDeviceToDevice, "memcpy DtoD", *len),
+            Task::CopyPeer { len, .. } => copy(ActivityKind::CopyPeer, "memcpy PtoP", *len),
+            Task::Record { .. } | Task::Wait { .. } | Task::Cancelled => return None,
+        })
     }
 
     fn execute(&self, task: Task) -> Result<()> {

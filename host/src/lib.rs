@@ -64,6 +64,7 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+mod activity;
 mod address_space;
 mod allocator;
 mod api;

@@ -267,6 +267,56 @@ fn device_to_device_copies_work_on_one_device_and_between_devices() {
 }
 
 #[test]
+fn activity_records_carry_device_timestamps_and_the_queueing_threads_correlation() {
+    // Recording is process-wide and other tests run meanwhile: this test keeps
+    // only the records of its own correlation ids.
+    let rt = runtime();
+    let s = rt.create_stream(1, 0).unwrap();
+    let n = 1 << 16;
+    let values = vec![1.5f32; n];
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    rt.set_activity_recording(true);
+    rt.set_correlation(0x0ace_0001);
+    let a = upload(&rt, s, &values);
+    rt.set_correlation(0x0ace_0002);
+    let kernel = rt.find_kernel(1, "add_f32").unwrap();
+    rt.launch_op(s, kernel, &[Ptr(a), Ptr(a), Ptr(a), I32(n as i32)], "aten::add").unwrap();
+    rt.set_correlation(0x0ace_0003);
+    assert_eq!(download(&rt, s, a, 1)[0], 3.0);
+    rt.set_correlation(0);
+    rt.synchronize_stream(s).unwrap();
+    let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let mine: Vec<_> = rt.take_activity().into_iter().filter(|r| r.correlation >> 16 == 0x0ace).collect();
+    rt.set_activity_recording(false);
+
+    let kinds: Vec<_> = mine.iter().map(|r| (r.kind, r.correlation & 0xffff)).collect();
+    assert_eq!(
+        kinds,
+        [(ActivityKind::CopyHostToDevice, 1), (ActivityKind::Kernel, 2), (ActivityKind::CopyDeviceToHost, 3)]
+    );
+    assert_eq!((mine[0].name.as_str(), mine[0].bytes, mine[0].workers), ("memcpy HtoD", n as u64 * 4, 0));
+    assert_eq!((mine[1].name.as_str(), mine[1].op.as_deref(), mine[1].workers), ("add_f32", Some("aten::add"), 1));
+    assert_eq!((mine[2].name.as_str(), mine[2].bytes), ("memcpy DtoH", 4));
+    for (r, next) in mine.iter().zip(mine.iter().skip(1)) {
+        assert!(r.end_ns <= next.start_ns, "work on one stream runs in order: {r:?} then {next:?}");
+    }
+    for r in &mine {
+        assert_eq!((r.device, r.stream_id), (1, s.id));
+        assert!(
+            before <= r.start_ns && r.start_ns <= r.end_ns && r.end_ns <= after,
+            "{r:?} outside [{before}, {after}]"
+        );
+    }
+
+    // Off: work leaves no record.
+    rt.set_correlation(0x0ace_0004);
+    rt.launch(s, kernel, &[Ptr(a), Ptr(a), Ptr(a), I32(1)]).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    rt.set_correlation(0);
+    assert!(rt.take_activity().iter().all(|r| r.correlation != 0x0ace_0004));
+}
+
+#[test]
 fn copies_outside_device_memory_or_on_the_wrong_device_are_rejected() {
     let rt = runtime();
     let s0 = rt.default_stream(0).unwrap();

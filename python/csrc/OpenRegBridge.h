@@ -24,6 +24,10 @@ uint64_t initial_seed(int32_t device);
 rust::Vec<uint8_t> get_rng_state(int32_t device);
 void set_rng_state(int32_t device, rust::Slice<const uint8_t> state);
 
+// Whether a profile is recording device activity (OpenRegActivityProfiler.cpp),
+// so launches name what they compute.
+bool recording_activity();
+
 // CUDA's code for an invalid device ordinal (cudaErrorInvalidDevice), which
 // torch.AcceleratorError.error_code carries for a bad openreg device index.
 constexpr int32_t kInvalidDeviceCode = 101;

@@ -6,6 +6,7 @@
 #include "OpenRegEngine.h"
 
 #include <array>
+#include <cctype>
 #include <cstring>
 #include <string>
 #include <mutex>
@@ -73,18 +74,6 @@ constexpr bool costly(or_op op) {
   }
 }
 
-// Launches one engine kernel with `block` as its parameter block, whose
-// device addresses lie at the byte offsets `pointers`; with `work` at least
-// kParallelWork, on all of the device's workers (the kernels split their
-// work so that results do not depend on how many: openreg_engine.h).
-template <const char* Name, class Block>
-void launch(c10::DeviceIndex device, const Block& block, const uint32_t* pointers, size_t npointers,
-            int64_t work) {
-  rust::Slice<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(&block), sizeof(block));
-  OPENREG_CHECK(openreg::launch_engine(device, current_stream(device).id(), engine_kernel<Name>(device), bytes,
-                                       rust::Slice<const uint32_t>(pointers, npointers), parallel(work)));
-}
-
 // The op table of openreg_engine.h, by op: its name and the compute types it has.
 constexpr std::array<or_kinds, OR_OP_COUNT> kKinds = {
 #define OR_OP_KINDS(name, arity, kinds) OR_KINDS_##kinds,
@@ -96,6 +85,48 @@ constexpr std::array<const char*, OR_OP_COUNT> kNames = {
     OR_ELEMENTWISE_OPS(OR_OP_NAME)
 #undef OR_OP_NAME
 };
+constexpr std::array<const char*, OR_REDUCE_COUNT> kReduceNames = {
+#define OR_REDUCE_NAME(name, kinds) #name,
+    OR_REDUCE_OPS(OR_REDUCE_NAME)
+#undef OR_REDUCE_NAME
+};
+
+// What a launch computes, for activity records: the elementwise or reduction
+// op, in lower case; nothing for the other kernels, whose name says it.
+std::string lower(const char* name) {
+  std::string s(name);
+  for (auto& c : s) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return s;
+}
+std::string activity_label(const or_elementwise& block) {
+  return block.op < OR_OP_COUNT ? lower(kNames[block.op]) : std::string();
+}
+std::string activity_label(const or_reduce& block) {
+  return block.op < OR_REDUCE_COUNT ? lower(kReduceNames[block.op]) : std::string();
+}
+template <class Block>
+std::string activity_label(const Block&) {
+  return {};
+}
+
+// Launches one engine kernel with `block` as its parameter block, whose
+// device addresses lie at the byte offsets `pointers`; with `work` at least
+// kParallelWork, on all of the device's workers (the kernels split their
+// work so that results do not depend on how many: openreg_engine.h).
+//
+// While the profiler records device activity, a launch is labelled with what
+// it computes (activity_label), so a trace shows `elementwise (mul)`.
+template <const char* Name, class Block>
+void launch(c10::DeviceIndex device, const Block& block, const uint32_t* pointers, size_t npointers,
+            int64_t work) {
+  rust::Slice<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(&block), sizeof(block));
+  const std::string label = recording_activity() ? activity_label(block) : std::string();
+  OPENREG_CHECK(openreg::launch_engine(device, current_stream(device).id(), engine_kernel<Name>(device), bytes,
+                                       rust::Slice<const uint32_t>(pointers, npointers), parallel(work), label));
+}
+
 
 or_scalar scalar_in(const c10::Scalar& value, or_compute compute) {
   or_scalar s{};
@@ -255,16 +286,12 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
 
 namespace {
 
-// The reduction table of openreg_engine.h, by op: its name and compute types.
+// The reduction table of openreg_engine.h, by op: its compute types (its
+// names are kReduceNames).
 constexpr std::array<or_kinds, OR_REDUCE_COUNT> kReduceKinds = {
 #define OR_REDUCE_KINDS(name, kinds) OR_KINDS_##kinds,
     OR_REDUCE_OPS(OR_REDUCE_KINDS)
 #undef OR_REDUCE_KINDS
-};
-constexpr std::array<const char*, OR_REDUCE_COUNT> kReduceNames = {
-#define OR_REDUCE_NAME(name, kinds) #name,
-    OR_REDUCE_OPS(OR_REDUCE_NAME)
-#undef OR_REDUCE_NAME
 };
 
 // A reduction's operand: its device address and element size.

@@ -54,6 +54,26 @@ pub mod ffi {
         total_bytes: u64,
     }
 
+    /// One launch or copy a device ran while activity recording was on
+    /// (`openreg_host::abi::ActivityRecord`).
+    #[derive(Debug)]
+    struct ActivityFfi {
+        /// 0 kernel, 1 host to device, 2 device to host, 3 within a device,
+        /// 4 device to device (peer).
+        kind: u8,
+        name: String,
+        /// The operator, or empty.
+        op: String,
+        device: i32,
+        stream: i64,
+        /// Nanoseconds since the Unix epoch, from the device's executor.
+        start_ns: u64,
+        end_ns: u64,
+        correlation: u64,
+        bytes: u64,
+        workers: u32,
+    }
+
     // ---- Rust exposed to C++ --------------------------------------------------
 
     extern "Rust" {
@@ -115,6 +135,13 @@ pub mod ffi {
         fn synchronize_event(event: u64) -> Result<()>;
         fn elapsed_time(start: u64, end: u64) -> Result<f64>;
 
+        /// Device activity recording for the profiler (the `activity` ABI
+        /// interface): on/off, the calling thread's correlation id, and the
+        /// records so far. Inert when the runtime cannot start.
+        fn set_activity_recording(enabled: bool);
+        fn set_correlation(id: u64);
+        fn take_activity() -> Vec<ActivityFfi>;
+
         /// The index of a kernel of the built-in engine (`openreg.engine`,
         /// module 0 on every device); the same on every device.
         fn engine_kernel(device: i32, name: &str) -> Result<u32>;
@@ -122,7 +149,8 @@ pub mod ffi {
         /// are the byte positions of device addresses in `params`, which the
         /// runtime checks against the device and turns into offsets.
         /// With `parallel`, every worker of the device runs it, each on its
-        /// part (the kernel's `worker-index` and `worker-count`).
+        /// part (the kernel's `worker-index` and `worker-count`). `label`, when
+        /// not empty, names what the launch computes (for activity records).
         fn launch_engine(
             device: i32,
             stream: i64,
@@ -130,6 +158,7 @@ pub mod ffi {
             params: &[u8],
             pointers: &[u32],
             parallel: bool,
+            label: &str,
         ) -> Result<()>;
         /// How many workers run each device's parallel launches.
         fn device_workers() -> Result<u32>;

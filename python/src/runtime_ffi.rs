@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use openreg_host::abi::*;
 use openreg_host::{Error, Runtime, ENGINE_MODULE};
 
-use crate::bridge::ffi::{ErrorKind, MemInfoFfi, MemoryStatsFfi};
+use crate::bridge::ffi::{ActivityFfi, ErrorKind, MemInfoFfi, MemoryStatsFfi};
 
 thread_local! {
     static LAST_ERROR: Cell<ErrorKind> = const { Cell::new(ErrorKind::Other) };
@@ -225,6 +225,43 @@ pub fn elapsed_time(start: u64, end: u64) -> Result<f64> {
     track((|| runtime()?.elapsed_time(start, end).map(f64::from))())
 }
 
+pub fn set_activity_recording(enabled: bool) {
+    if let Ok(rt) = runtime() {
+        rt.set_activity_recording(enabled);
+    }
+}
+
+pub fn set_correlation(id: u64) {
+    if let Ok(rt) = runtime() {
+        rt.set_correlation(id);
+    }
+}
+
+pub fn take_activity() -> Vec<ActivityFfi> {
+    let Ok(rt) = runtime() else { return Vec::new() };
+    rt.take_activity()
+        .into_iter()
+        .map(|r| ActivityFfi {
+            kind: match r.kind {
+                ActivityKind::Kernel => 0,
+                ActivityKind::CopyHostToDevice => 1,
+                ActivityKind::CopyDeviceToHost => 2,
+                ActivityKind::CopyDeviceToDevice => 3,
+                ActivityKind::CopyPeer => 4,
+            },
+            name: r.name,
+            op: r.op.unwrap_or_default(),
+            device: r.device as i32,
+            stream: i64::from(r.stream_id),
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            correlation: r.correlation,
+            bytes: r.bytes,
+            workers: r.workers,
+        })
+        .collect()
+}
+
 /// The index of a kernel of the built-in engine (module 0 on every device).
 pub fn engine_kernel(device: i32, name: &str) -> Result<u32> {
     track((|| Ok(runtime()?.module_kernel(index(device)?, ENGINE_MODULE, name)?.index))())
@@ -237,6 +274,7 @@ pub fn launch_engine(
     params: &[u8],
     pointers: &[u32],
     parallel: bool,
+    label: &str,
 ) -> Result<()> {
     track((|| {
         let block = ParamBlock { bytes: params.to_vec(), pointers: pointers.to_vec() };
@@ -246,7 +284,13 @@ pub fn launch_engine(
         } else {
             (KernelArg::I32(0), KernelArg::I32(1))
         };
-        runtime()?.launch(stream_ref(device, stream)?, kernel, &[KernelArg::Params(block), worker, workers])
+        let (rt, stream) = (runtime()?, stream_ref(device, stream)?);
+        let args = [KernelArg::Params(block), worker, workers];
+        if label.is_empty() {
+            rt.launch(stream, kernel, &args)
+        } else {
+            rt.launch_op(stream, kernel, &args, label)
+        }
     })())
 }
 

@@ -83,6 +83,7 @@ def _register() -> None:
 
     _after_import("torch._dynamo.device_interface", "register_device_interface")
     _after_import("torch._inductor.codegen.common", "register_inductor_refusal")
+    _after_import("torch._subclasses.fake_tensor", "carry_backend_meta_into_fake_tensors")
 
     if not hasattr(torch.Tensor, f"is_{BACKEND_NAME}"):
         torch.utils.generate_methods_for_privateuse1_backend(

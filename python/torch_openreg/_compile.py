@@ -15,6 +15,8 @@
   for CPU and GPUs; it has no code generator for WebAssembly devices. A graph
   with openreg tensors makes it stop with an error that names the backend to
   use instead.
+- Fake tensors made from openreg tensors keep their backend metadata
+  (:func:`carry_backend_meta_into_fake_tensors`).
 """
 
 from __future__ import annotations
@@ -103,6 +105,36 @@ def register_device_interface(device_interface_module: Any) -> None:
     """Adds openreg to dynamo's device interfaces (called right after that module is imported)."""
     interface = _interface(device_interface_module.DeviceInterface)
     device_interface_module.device_interfaces[torch._C._get_privateuse1_backend_name()] = interface
+
+
+def carry_backend_meta_into_fake_tensors(fake_tensor_module: Any) -> None:
+    """Makes fake tensors made from openreg tensors keep their backend metadata
+    (``torch._utils.set_tensor_metadata``), as ``torch.save``/``torch.load`` do.
+
+    torch's fake-tensor converter builds each fake tensor on the meta device and
+    copies no backend metadata, for any backend; tracing code that reads the
+    flags (``get_tensor_metadata``) would see them vanish. The converter's
+    ``from_real_tensor`` is wrapped once to copy them onto the fake tensor,
+    which reports the openreg device, so openreg's metadata registration holds
+    them there.
+    """
+    converter = fake_tensor_module.FakeTensorConverter
+    original = converter.from_real_tensor
+    if getattr(original, "_openreg_carries_backend_meta", False):
+        return
+    backend = torch._C._get_privateuse1_backend_name()
+
+    @functools.wraps(original)
+    def from_real_tensor(self: Any, fake_mode: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        fake = original(self, fake_mode, t, *args, **kwargs)
+        if t.device.type == backend and not isinstance(t, fake_tensor_module.FakeTensor):
+            metadata = torch._C._get_tensor_metadata(t)
+            if metadata and not torch._C._get_tensor_metadata(fake):
+                torch._C._set_tensor_metadata(fake, metadata)
+        return fake
+
+    from_real_tensor._openreg_carries_backend_meta = True  # type: ignore[attr-defined]
+    converter.from_real_tensor = from_real_tensor
 
 
 class _Refusing(type):

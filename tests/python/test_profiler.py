@@ -1,9 +1,13 @@
-"""The profiler with openreg work: device times from the device's own event
-timestamps (``use_device="openreg"``), never negative, with key_averages and
-the Chrome trace export working."""
+"""The profiler with openreg work: every kernel launch and copy as a device
+activity with the device's own timestamps, linked to the operator that queued
+it (torch.profiler with ProfilerActivity.PrivateUse1, through the kineto
+plugin); device times from device events around each op (the legacy
+``use_device="openreg"`` profiler); never negative; key_averages and the
+Chrome trace export working."""
 
 import json
 
+import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -53,3 +57,85 @@ def test_profiling_leaves_the_devices_usable_and_creates_no_lasting_events():
             torch.ones(8, device=device).mul(2).sum().item()
     torch.testing.assert_close((torch.ones(3, device="openreg") * 2).cpu(), torch.full((3,), 2.0))
     assert torch.openreg.memory_allocated() == before
+
+
+def _device_profile(fn):
+    fn()  # warm up: the first op of a device starts it
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        fn()
+    return prof
+
+
+def _device_events(prof):
+    return [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+
+
+def test_each_kernel_is_a_device_activity_linked_to_the_op_that_launched_it(tmp_path):
+    x = torch.randn(1 << 22, device="openreg")
+
+    def work():
+        return (x + 1).sin().sum().cpu()
+
+    prof = _device_profile(work)
+    by_name = {e.name: e for e in _device_events(prof)}
+    assert {"elementwise (add)", "elementwise (sin)", "reduce (sum)", "memcpy DtoH"} <= by_name.keys(), by_name.keys()
+    ops = {e.name: e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU}
+    # The operator's device time is its kernels' time, which it lists.
+    for op, kernel in (("aten::add", "elementwise (add)"), ("aten::sin", "elementwise (sin)"), ("aten::sum", "reduce (sum)")):
+        assert [k.name for k in ops[op].kernels] == [kernel], (op, ops[op].kernels)
+        assert ops[op].self_device_time_total == pytest.approx(by_name[kernel].time_range.elapsed_us())
+        # Device work starts after its op began queueing it, on the same clock.
+        assert by_name[kernel].time_range.start >= ops[op].time_range.start
+    # 4M-element sin keeps the device busy far longer than the 4-byte copy.
+    assert by_name["elementwise (sin)"].time_range.elapsed_us() > 20 * by_name["memcpy DtoH"].time_range.elapsed_us()
+    averages = {a.key: a for a in prof.key_averages()}
+    assert averages["elementwise (sin)"].self_device_time_total > 0
+    assert averages["aten::sin"].device_time_total == pytest.approx(averages["elementwise (sin)"].device_time_total)
+
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    events = json.loads(trace.read_text())["traceEvents"]
+    kernels = {e["name"]: e for e in events if e.get("cat") == "kernel"}
+    sin = kernels["elementwise (sin)"]
+    assert (sin["pid"], sin["tid"], sin["args"]["device"], sin["args"]["stream"]) == (0, 0, 0, 0)
+    assert sin["args"]["workers"] == torch.openreg.get_device_properties(0).workers
+    cpu_sin = next(e for e in events if e.get("name") == "aten::sin" and e.get("cat") == "cpu_op")
+    assert sin["args"]["External id"] == cpu_sin["args"]["External id"]
+    copy = next(e for e in events if e.get("cat") == "gpu_memcpy")
+    assert copy["args"]["bytes"] == 4
+
+
+def test_device_activity_names_the_device_and_stream_and_counts_copies():
+    host = torch.arange(1 << 16, dtype=torch.float32)
+    stream = torch.openreg.Stream(device="openreg:1")
+
+    def work():
+        with torch.openreg.stream(stream):
+            y = host.to("openreg:1", non_blocking=False) * 2
+            z = y.to("openreg:0")
+        torch.openreg.synchronize("openreg:1")
+        return z.cpu()
+
+    prof = _device_profile(work)
+    events = _device_events(prof)
+    mul = next(e for e in events if e.name == "elementwise (mul)")
+    assert (mul.device_index, mul.device_resource_id) == (1, stream.stream_id)
+    h2d = next(e for e in events if e.name == "memcpy HtoD")
+    assert (h2d.device_index, h2d.device_resource_id) == (1, stream.stream_id)
+    peer = [e for e in events if e.name in ("memcpy PtoP", "memcpy DtoD")]
+    assert peer, [e.name for e in events]
+    copy_ops = [e for e in prof.events() if e.name == "aten::_copy_from"]
+    assert any(k.name == "memcpy HtoD" for e in copy_ops for k in e.kernels), [[k.name for k in e.kernels] for e in copy_ops]
+
+
+def test_a_cpu_only_profile_records_no_device_activity_and_recording_stops_after():
+    x = torch.ones(1024, device="openreg")
+    (x * 2).sum().item()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        (x * 2).sum().item()
+    assert not _device_events(prof)
+    assert "aten::mul" in {e.name for e in prof.events()}
+    # A device profile after it still sees its own work, and only that.
+    prof = _device_profile(lambda: (x * 3).sum().item())
+    names = [e.name for e in _device_events(prof)]
+    assert "elementwise (mul)" in names and names.count("elementwise (mul)") == 1, names

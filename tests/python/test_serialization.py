@@ -82,3 +82,19 @@ def test_backend_metadata_is_kept_copied_with_detach_and_saved(tmp_path):
     torch.testing.assert_close(loaded.cpu(), x.cpu())
     # CPU tensors keep none (the registration is openreg's).
     assert get_tensor_metadata(torch.ones(1)) == {}
+
+
+def test_backend_metadata_survives_fake_tensor_conversion():
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch._utils import get_tensor_metadata, set_tensor_metadata
+
+    x = torch.randn(4, 2, device="openreg")
+    set_tensor_metadata(x, {"channels_last_hint": True})
+    mode = FakeTensorMode()
+    fake = mode.from_tensor(x)
+    assert isinstance(fake, FakeTensor) and fake.device == x.device
+    assert get_tensor_metadata(fake) == {"channels_last_hint": True}
+    assert mode.from_tensor(x) is fake  # memoized: converted once
+    # A tensor without flags gets none; a CPU tensor's fake has none either.
+    assert get_tensor_metadata(mode.from_tensor(torch.randn(2, device="openreg"))) == {}
+    assert get_tensor_metadata(mode.from_tensor(torch.randn(2))) == {}
