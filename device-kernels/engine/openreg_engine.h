@@ -272,7 +272,26 @@ enum or_reduce_op {
  * outputs' strides along reduced dimensions are 0, except for scans, whose
  * out0 steps along dimension 0. `compute` is OR_COMPUTE_F64 (any float
  * input) or OR_COMPUTE_I64.
+ *
+ * A reduction of everything (nreduce == ndim) to one value can run in two
+ * launches, so that all workers share it: phase OR_REDUCE_PHASE_PARTIALS
+ * cuts the outermost reduced dimension into segments of `segment` indices
+ * (the shim picks it from the problem, never from the worker count; along
+ * dimension 0 a multiple of OR_REDUCE_SEGMENT_ALIGN, so each segment folds
+ * its chunks as one pass would), workers split the segments, and each
+ * segment's accumulator goes to `scratch` (OR_REDUCE_PARTIAL_BYTES each,
+ * segment order); phase OR_REDUCE_PHASE_MERGE (one worker) merges them in
+ * segment order and writes the outputs. Only how the segments' accumulators
+ * associate differs from one pass, and it never depends on the workers.
  */
+enum or_reduce_phase {
+  OR_REDUCE_PHASE_WHOLE = 0, /* one launch does everything */
+  OR_REDUCE_PHASE_PARTIALS = 1,
+  OR_REDUCE_PHASE_MERGE = 2,
+};
+#define OR_REDUCE_PARTIAL_BYTES 40
+#define OR_REDUCE_SEGMENT_ALIGN 256
+
 typedef struct or_reduce {
   uint32_t op;       /* enum or_reduce_op */
   uint32_t compute;  /* enum or_compute: F64 or I64 */
@@ -284,13 +303,16 @@ typedef struct or_reduce {
   uint64_t data[OR_REDUCE_OPERANDS];
   int64_t strides[OR_REDUCE_OPERANDS][OR_MAX_DIMS];
   or_scalar args[OR_MAX_ARGS];
-  uint64_t scratch; /* SORT: 32 bytes per element of dimension 0, device memory */
+  uint64_t scratch; /* device memory: SORT's 32 bytes per element of dimension 0, or the partials */
+  int64_t segment;  /* indices of the outermost reduced dimension per segment (phases 1 and 2) */
+  uint32_t phase;   /* enum or_reduce_phase */
+  uint32_t reserved;
 } or_reduce;
 
 OR_STATIC_ASSERT(offsetof(or_reduce, sizes) == 32, "or_reduce.sizes");
 OR_STATIC_ASSERT(offsetof(or_reduce, data) == 32 + 8 * OR_MAX_DIMS, "or_reduce.data");
 OR_STATIC_ASSERT(offsetof(or_reduce, strides) == 32 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERANDS, "or_reduce.strides");
-OR_STATIC_ASSERT(sizeof(or_reduce) == 40 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERANDS * (1 + OR_MAX_DIMS) + 8 * OR_MAX_ARGS,
+OR_STATIC_ASSERT(sizeof(or_reduce) == 56 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERANDS * (1 + OR_MAX_DIMS) + 8 * OR_MAX_ARGS,
                  "or_reduce size");
 
 /*

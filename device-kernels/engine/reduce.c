@@ -380,33 +380,83 @@ static double sum_f32_contig(const float *x, int64_t n) {
 
 /* The maximum (minimum) of x[0..n), n > 0, NaN propagating: a plain
  * per-lane max (x86's maxps, as wasm's pmax), with a separate record of
- * whether any NaN was seen. */
-static float extreme_f32_contig(const float *x, int64_t n, int want_max) {
-  float r = x[0];
+ * whether any NaN was seen. One loop per op (a select between both would
+ * compute both), 32 elements per pass (the watchdog's check at each loop
+ * header reloads the loop's vectors from the stack: fewer passes, fewer
+ * reloads). */
+#define OR_DEFINE_EXTREME_F32(NAME, PICK, BETTER)                                           \
+  static float NAME(const float *x, int64_t n) {                                            \
+    float r = x[0];                                                                         \
+    int64_t j = 0;                                                                          \
+    if (n >= 32) {                                                                          \
+      v128_t a = wasm_v128_load(x), b = wasm_v128_load(x + 4);                              \
+      v128_t c = wasm_v128_load(x + 8), d = wasm_v128_load(x + 12);                         \
+      v128_t nan = wasm_v128_or(wasm_v128_or(wasm_f32x4_ne(a, a), wasm_f32x4_ne(b, b)),     \
+                                wasm_v128_or(wasm_f32x4_ne(c, c), wasm_f32x4_ne(d, d)));    \
+      for (j = 16; j + 32 <= n; j += 32) {                                                  \
+        const v128_t u0 = wasm_v128_load(x + j), u1 = wasm_v128_load(x + j + 4);            \
+        const v128_t u2 = wasm_v128_load(x + j + 8), u3 = wasm_v128_load(x + j + 12);       \
+        const v128_t u4 = wasm_v128_load(x + j + 16), u5 = wasm_v128_load(x + j + 20);      \
+        const v128_t u6 = wasm_v128_load(x + j + 24), u7 = wasm_v128_load(x + j + 28);      \
+        a = PICK(PICK(a, u0), u4);                                                          \
+        b = PICK(PICK(b, u1), u5);                                                          \
+        c = PICK(PICK(c, u2), u6);                                                          \
+        d = PICK(PICK(d, u3), u7);                                                          \
+        const v128_t n0 = wasm_v128_or(wasm_f32x4_ne(u0, u0), wasm_f32x4_ne(u1, u1));       \
+        const v128_t n1 = wasm_v128_or(wasm_f32x4_ne(u2, u2), wasm_f32x4_ne(u3, u3));       \
+        const v128_t n2 = wasm_v128_or(wasm_f32x4_ne(u4, u4), wasm_f32x4_ne(u5, u5));       \
+        const v128_t n3 = wasm_v128_or(wasm_f32x4_ne(u6, u6), wasm_f32x4_ne(u7, u7));       \
+        nan = wasm_v128_or(nan, wasm_v128_or(wasm_v128_or(n0, n1), wasm_v128_or(n2, n3)));  \
+      }                                                                                     \
+      if (wasm_v128_any_true(nan)) {                                                        \
+        return __builtin_nanf("");                                                          \
+      }                                                                                     \
+      a = PICK(PICK(a, b), PICK(c, d));                                                     \
+      for (int l = 0; l < 4; l++) {                                                         \
+        const float y = wasm_f32x4_extract_lane(a, 0);                                      \
+        r = BETTER(y, r) ? y : r;                                                           \
+        a = wasm_i32x4_shuffle(a, a, 1, 2, 3, 0);                                           \
+      }                                                                                     \
+    }                                                                                       \
+    for (; j < n; j++) {                                                                    \
+      r = (r != r) ? r : (BETTER(x[j], r) || x[j] != x[j]) ? x[j] : r;                      \
+    }                                                                                       \
+    return r;                                                                               \
+  }
+
+#define GREATER(y, r) ((y) > (r))
+#define LESS(y, r) ((y) < (r))
+OR_DEFINE_EXTREME_F32(max_f32_contig, wasm_f32x4_pmax, GREATER)
+OR_DEFINE_EXTREME_F32(min_f32_contig, wasm_f32x4_pmin, LESS)
+
+/* The sum of x[j]^2 (ord 2) or |x[j]| (ord 1) over x[0..n), in SIMD doubles:
+ * each element widened exactly, four accumulators of two lanes. */
+static double power_sum_f32_contig(const float *x, int64_t n, int squares) {
+  const v128_t zero = wasm_f64x2_splat(0.0);
+  v128_t s0 = zero, s1 = zero, s2 = zero, s3 = zero;
   int64_t j = 0;
-  if (n >= 8) {
-    v128_t a = wasm_v128_load(x), b = wasm_v128_load(x + 4);
-    v128_t nan = wasm_v128_or(wasm_f32x4_ne(a, a), wasm_f32x4_ne(b, b));
-    for (j = 8; j + 8 <= n; j += 8) {
-      const v128_t u = wasm_v128_load(x + j), v = wasm_v128_load(x + j + 4);
-      a = want_max ? wasm_f32x4_pmax(a, u) : wasm_f32x4_pmin(a, u);
-      b = want_max ? wasm_f32x4_pmax(b, v) : wasm_f32x4_pmin(b, v);
-      nan = wasm_v128_or(nan, wasm_v128_or(wasm_f32x4_ne(u, u), wasm_f32x4_ne(v, v)));
+  for (; j + 8 <= n; j += 8) {
+    v128_t u = wasm_v128_load(x + j), v = wasm_v128_load(x + j + 4);
+    if (!squares) {
+      u = wasm_f32x4_abs(u);
+      v = wasm_f32x4_abs(v);
     }
-    if (wasm_v128_any_true(nan)) {
-      return __builtin_nanf("");
-    }
-    a = want_max ? wasm_f32x4_pmax(a, b) : wasm_f32x4_pmin(a, b);
-    for (int l = 0; l < 4; l++) {
-      const float y = wasm_f32x4_extract_lane(a, 0);
-      r = (want_max ? y > r : y < r) ? y : r;
-      a = wasm_i32x4_shuffle(a, a, 1, 2, 3, 0);
-    }
+    const v128_t d0 = wasm_f64x2_promote_low_f32x4(u);
+    const v128_t d1 = wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1));
+    const v128_t d2 = wasm_f64x2_promote_low_f32x4(v);
+    const v128_t d3 = wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+    s0 = wasm_f64x2_add(s0, squares ? wasm_f64x2_mul(d0, d0) : d0);
+    s1 = wasm_f64x2_add(s1, squares ? wasm_f64x2_mul(d1, d1) : d1);
+    s2 = wasm_f64x2_add(s2, squares ? wasm_f64x2_mul(d2, d2) : d2);
+    s3 = wasm_f64x2_add(s3, squares ? wasm_f64x2_mul(d3, d3) : d3);
   }
+  const v128_t s = wasm_f64x2_add(wasm_f64x2_add(s0, s1), wasm_f64x2_add(s2, s3));
+  double total = wasm_f64x2_extract_lane(s, 0) + wasm_f64x2_extract_lane(s, 1);
   for (; j < n; j++) {
-    r = (r != r) ? r : ((want_max ? x[j] > r : x[j] < r) || x[j] != x[j]) ? x[j] : r;
+    const double y = (double)x[j];
+    total += squares ? y * y : __builtin_fabs(y);
   }
-  return r;
+  return total;
 }
 
 /* var's moments of a contiguous float32 row, chunk by chunk as fold_F does
@@ -456,8 +506,9 @@ static void var_f32_contig(acc_f *a, const float *x, int64_t n) {
 
 /* A whole contiguous float32 row folded at once, for the ops above; 0 if
  * the row or op is not one of them. */
-static int fold_f32_row(uint32_t op, acc_f *a, const char *row, int64_t n) {
+static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n) {
   const float *x = (const float *)row;
+  const uint32_t op = p->op;
   switch (op) {
   case OR_REDUCE_SUM:
   case OR_REDUCE_MEAN:
@@ -465,13 +516,21 @@ static int fold_f32_row(uint32_t op, acc_f *a, const char *row, int64_t n) {
     return 1;
   case OR_REDUCE_MAX:
   case OR_REDUCE_MIN: {
-    const double y = (double)extreme_f32_contig(x, n, op == OR_REDUCE_MAX);
+    const double y = (double)(op == OR_REDUCE_MAX ? max_f32_contig(x, n) : min_f32_contig(x, n));
     a->v = ((op == OR_REDUCE_MAX ? y > a->v : y < a->v) || y != y || a->v != a->v) ? (a->v != a->v ? a->v : y) : a->v;
     return 1;
   }
   case OR_REDUCE_VAR:
     var_f32_contig(a, x, n);
     return 1;
+  case OR_REDUCE_NORM: {
+    const double ord = p->args[0].f;
+    if (ord != 2.0 && ord != 1.0) {
+      return 0;
+    }
+    a->v += ord == 2.0 ? power_sum_f32_contig(x, n, 1) : power_sum_f32_contig(x, n, 0);
+    return 1;
+  }
   default:
     return 0;
   }
@@ -493,11 +552,47 @@ static int is_scan(uint32_t op) {
   return op == OR_REDUCE_CUMSUM || op == OR_REDUCE_CUMPROD;
 }
 
+/* The accumulator of the input slice at `in` over dimensions [0, nreduce),
+ * dimension 0 innermost, chunk by chunk from each row's start. */
+#define OR_DEFINE_FOLD_SLICE(S, T, ACC, LOAD, FAST_ROW)                                           \
+  static ACC fold_slice_##S(const or_reduce *p, const char *in) {                                 \
+    T buf[OR_CHUNK];                                                                              \
+    ACC a = init_##S(p);                                                                          \
+    const uint32_t nr = p->nreduce;                                                               \
+    const uint32_t dt = p->dtypes[OR_REDUCE_IN];                                                  \
+    const int64_t n0 = nr ? p->sizes[0] : 1;                                                      \
+    const int64_t s0 = nr ? p->strides[OR_REDUCE_IN][0] : 0;                                      \
+    int64_t counter[OR_MAX_DIMS] = {0};                                                           \
+    const char *row = in;                                                                         \
+    const int fast = dt == OR_F32 && s0 == 4;                                                     \
+    for (;;) {                                                                                    \
+      if (!(fast && FAST_ROW(p, &a, row, n0))) {                                                   \
+        for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                              \
+          const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                \
+          LOAD(buf, row + k * s0, s0, dt, m);                                                     \
+          fold_##S(p->op, &a, buf, m, k, p);                                                      \
+        }                                                                                         \
+      }                                                                                           \
+      uint32_t d = 1;                                                                             \
+      for (; d < nr; d++) {                                                                       \
+        row += p->strides[OR_REDUCE_IN][d];                                                       \
+        if (++counter[d] < p->sizes[d]) {                                                         \
+          break;                                                                                  \
+        }                                                                                         \
+        row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];                                         \
+        counter[d] = 0;                                                                           \
+      }                                                                                           \
+      if (d >= nr) {                                                                              \
+        return a;                                                                                 \
+      }                                                                                           \
+    }                                                                                             \
+  }
+
 /*
  * One output element (or, for scans, one line of outputs): folds the input
  * slice at `in` over dimensions [0, nreduce), dimension 0 innermost.
  */
-#define OR_DEFINE_REDUCE_ONE(S, T, ACC, LOAD, STORE_ROW, FAST_ROW)                              \
+#define OR_DEFINE_REDUCE_ONE(S, T, ACC, LOAD, STORE_ROW)                                        \
   static void reduce_one_##S(const or_reduce *p, const char *in, char *out0, char *out1,         \
                              int64_t count) {                                                     \
     T buf[OR_CHUNK];                                                                              \
@@ -516,36 +611,176 @@ static int is_scan(uint32_t op) {
       }                                                                                           \
       return;                                                                                     \
     }                                                                                             \
-    int64_t counter[OR_MAX_DIMS] = {0};                                                           \
-    const char *row = in;                                                                         \
-    const int fast = dt == OR_F32 && s0 == 4;                                                     \
-    for (;;) {                                                                                    \
-      if (!(fast && FAST_ROW(p->op, &a, row, n0))) {                                              \
-        for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                              \
-          const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                \
-          LOAD(buf, row + k * s0, s0, dt, m);                                                     \
-          fold_##S(p->op, &a, buf, m, k, p);                                                      \
-        }                                                                                         \
-      }                                                                                           \
-      uint32_t d = 1;                                                                             \
-      for (; d < nr; d++) {                                                                       \
-        row += p->strides[OR_REDUCE_IN][d];                                                       \
-        if (++counter[d] < p->sizes[d]) {                                                         \
-          break;                                                                                  \
-        }                                                                                         \
-        row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];                                         \
-        counter[d] = 0;                                                                           \
-      }                                                                                           \
-      if (d >= nr) {                                                                              \
-        break;                                                                                    \
-      }                                                                                           \
-    }                                                                                             \
+    a = fold_slice_##S(p, in);                                                                    \
     finish_##S(p, &a, out0, out1, count);                                                         \
   }
 
-#define NO_FAST_ROW(op, a, row, n) 0
-OR_DEFINE_REDUCE_ONE(F, double, acc_f, load_f64, store_row_F64, fold_f32_row)
-OR_DEFINE_REDUCE_ONE(I, int64_t, acc_i, load_i64, store_row_I64, NO_FAST_ROW)
+#define NO_FAST_ROW(p, a, row, n) 0
+OR_DEFINE_FOLD_SLICE(F, double, acc_f, load_f64, fold_f32_row)
+OR_DEFINE_FOLD_SLICE(I, int64_t, acc_i, load_i64, NO_FAST_ROW)
+OR_DEFINE_REDUCE_ONE(F, double, acc_f, load_f64, store_row_F64)
+OR_DEFINE_REDUCE_ONE(I, int64_t, acc_i, load_i64, store_row_I64)
+
+/* ---- segmented reductions (or_reduce_phase) ---- */
+
+_Static_assert(sizeof(acc_f) <= OR_REDUCE_PARTIAL_BYTES && sizeof(acc_i) <= OR_REDUCE_PARTIAL_BYTES,
+               "a partial holds an accumulator");
+_Static_assert(OR_REDUCE_SEGMENT_ALIGN % OR_CHUNK == 0 && OR_REDUCE_SEGMENT_ALIGN % 64 == 0,
+               "segments start where a pass's chunks and SIMD blocks do");
+
+/* Merges the accumulator `b` of the slice after `a`'s into `a`, with the
+ * rules the folds use (NaN propagates and wins the arg ops; ties keep the
+ * earlier index). */
+static void merge_F(const or_reduce *p, acc_f *a, const acc_f *b) {
+  switch (p->op) {
+  case OR_REDUCE_SUM:
+  case OR_REDUCE_MEAN:
+  case OR_REDUCE_NANSUM:
+    a->v += b->v;
+    return;
+  case OR_REDUCE_PROD:
+    a->v *= b->v;
+    return;
+  case OR_REDUCE_MAX:
+    a->v = (b->v > a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
+    return;
+  case OR_REDUCE_MIN:
+    a->v = (b->v < a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
+    return;
+  case OR_REDUCE_ARGMAX:
+  case OR_REDUCE_MAX_INDEX:
+    if (!ISNAN_F(a->v) && (b->v > a->v || ISNAN_F(b->v))) {
+      a->v = b->v;
+      a->i = b->i;
+    }
+    return;
+  case OR_REDUCE_ARGMIN:
+  case OR_REDUCE_MIN_INDEX:
+    if (!ISNAN_F(a->v) && (b->v < a->v || ISNAN_F(b->v))) {
+      a->v = b->v;
+      a->i = b->i;
+    }
+    return;
+  case OR_REDUCE_MINMAX:
+    a->v = (b->v < a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
+    a->w = (b->w > a->w || ISNAN_F(b->w)) && !ISNAN_F(a->w) ? b->w : a->w;
+    return;
+  case OR_REDUCE_ALL:
+    a->v = b->v == 0.0 ? 0.0 : a->v;
+    return;
+  case OR_REDUCE_ANY:
+    a->v = b->v != 0.0 ? 1.0 : a->v;
+    return;
+  case OR_REDUCE_NORM: {
+    const double ord = p->args[0].f;
+    if (ord == __builtin_inf()) {
+      a->v = (b->v > a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
+    } else if (ord == -__builtin_inf()) {
+      a->v = (b->v < a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
+    } else {
+      a->v += b->v;
+    }
+    return;
+  }
+  case OR_REDUCE_VAR:
+    if (b->n > 0) {
+      var_merge(a, b->mean, b->w, b->n);
+    }
+    return;
+  default:
+    TRAP(); /* scans and sorts are not segmented */
+  }
+}
+
+static void merge_I(const or_reduce *p, acc_i *a, const acc_i *b) {
+  switch (p->op) {
+  case OR_REDUCE_SUM:
+  case OR_REDUCE_MEAN:
+  case OR_REDUCE_NANSUM:
+    a->v = ADD_I(a->v, b->v);
+    return;
+  case OR_REDUCE_PROD:
+    a->v = MUL_I(a->v, b->v);
+    return;
+  case OR_REDUCE_MAX:
+    a->v = b->v > a->v ? b->v : a->v;
+    return;
+  case OR_REDUCE_MIN:
+    a->v = b->v < a->v ? b->v : a->v;
+    return;
+  case OR_REDUCE_ARGMAX:
+  case OR_REDUCE_MAX_INDEX:
+    if (b->v > a->v) {
+      a->v = b->v;
+      a->i = b->i;
+    }
+    return;
+  case OR_REDUCE_ARGMIN:
+  case OR_REDUCE_MIN_INDEX:
+    if (b->v < a->v) {
+      a->v = b->v;
+      a->i = b->i;
+    }
+    return;
+  case OR_REDUCE_MINMAX:
+    a->v = b->v < a->v ? b->v : a->v;
+    a->w = b->w > a->w ? b->w : a->w;
+    return;
+  case OR_REDUCE_ALL:
+    a->v = b->v == 0 ? 0 : a->v;
+    return;
+  case OR_REDUCE_ANY:
+    a->v = b->v != 0 ? 1 : a->v;
+    return;
+  default:
+    TRAP();
+  }
+}
+
+/* Phase PARTIALS: this worker's segments of the outermost reduced dimension,
+ * each folded into its partial. */
+static void reduce_partials(const or_reduce *p, int32_t worker, int32_t workers) {
+  const uint32_t od = p->nreduce - 1;
+  const int64_t total = p->sizes[od], seg = p->segment;
+  const int64_t nseg = (total + seg - 1) / seg;
+  int64_t lo, hi;
+  split_range(nseg, 1, worker, workers, &lo, &hi);
+  char *partials = device_ptr(p->scratch);
+  for (int64_t s = lo; s < hi; s++) {
+    or_reduce q = *p;
+    q.sizes[od] = total - s * seg < seg ? total - s * seg : seg;
+    const char *in = device_ptr(p->data[OR_REDUCE_IN]) + s * seg * p->strides[OR_REDUCE_IN][od];
+    char *slot = partials + s * OR_REDUCE_PARTIAL_BYTES;
+    if (p->compute == OR_COMPUTE_F64) {
+      acc_f a = fold_slice_F(&q, in);
+      a.i += od == 0 ? s * seg : 0; /* arg ops reduce one dimension: positions along it */
+      *(acc_f *)slot = a;
+    } else {
+      acc_i a = fold_slice_I(&q, in);
+      a.i += od == 0 ? s * seg : 0;
+      *(acc_i *)slot = a;
+    }
+  }
+}
+
+/* Phase MERGE: the partials merged in segment order, then the outputs. */
+static void reduce_merge(const or_reduce *p, char *out0, char *out1, int64_t count) {
+  const int64_t nseg = (p->sizes[p->nreduce - 1] + p->segment - 1) / p->segment;
+  const char *partials = device_ptr(p->scratch);
+  if (p->compute == OR_COMPUTE_F64) {
+    acc_f a = *(const acc_f *)partials;
+    for (int64_t s = 1; s < nseg; s++) {
+      merge_F(p, &a, (const acc_f *)(partials + s * OR_REDUCE_PARTIAL_BYTES));
+    }
+    finish_F(p, &a, out0, out1, count);
+  } else {
+    acc_i a = *(const acc_i *)partials;
+    for (int64_t s = 1; s < nseg; s++) {
+      merge_I(p, &a, (const acc_i *)(partials + s * OR_REDUCE_PARTIAL_BYTES));
+    }
+    finish_I(p, &a, out0, out1, count);
+  }
+}
 
 /* The folds that run down columns: one accumulator per element, combined in
  * reduction order, so each output is the plain sequential fold. */
@@ -766,6 +1001,20 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
     if (d < nr) {
       count *= p->sizes[d];
     }
+  }
+  if (p->phase != OR_REDUCE_PHASE_WHOLE) {
+    if (p->phase > OR_REDUCE_PHASE_MERGE || nr != ndim || nr == 0 || p->segment <= 0 || is_scan(op) ||
+        op == OR_REDUCE_SORT || (p->nreduce == 1 && p->segment % OR_REDUCE_SEGMENT_ALIGN != 0 &&
+                                 p->segment < p->sizes[0])) {
+      TRAP();
+    }
+    if (p->phase == OR_REDUCE_PHASE_PARTIALS) {
+      reduce_partials(p, worker, workers);
+    } else if (worker == 0) {
+      char *out0 = device_ptr(p->data[OR_REDUCE_OUT0]);
+      reduce_merge(p, out0, p->noutputs > 1 ? device_ptr(p->data[OR_REDUCE_OUT1]) : out0, count);
+    }
+    return;
   }
   /* How to reduce is chosen from the whole problem, before splitting. */
   const int columns = use_columns(p);

@@ -295,7 +295,8 @@ constexpr std::array<or_kinds, OR_REDUCE_COUNT> kReduceKinds = {
 };
 
 // A reduction's operand: its device address and element size.
-void set_operand(or_reduce& block, std::array<uint32_t, OR_REDUCE_OPERANDS>& pointers, size_t& npointers, int slot,
+template <size_t N>
+void set_operand(or_reduce& block, std::array<uint32_t, N>& pointers, size_t& npointers, int slot,
                  const at::TensorBase& t, const void* data, c10::Device device) {
   TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two devices, ",
               device, " and ", t.device(), "!");
@@ -350,6 +351,47 @@ void line_dims(or_reduce& block, int64_t dim, std::initializer_list<std::pair<in
   block.nreduce = 1;
 }
 
+// Elements per segment of a segmented reduction: enough to make a partial's
+// cost negligible, few enough that a large reduction has many segments.
+constexpr int64_t kSegmentElements = 1 << 16;
+
+// A reduction of everything to one value, of at least two segments, runs in
+// two launches (or_reduce_phase): all workers fold segments into partials,
+// then one merges them. Segments are cut from the problem alone, so the
+// result is the same for any worker count. Returns false for a problem too
+// small to split.
+template <size_t N>
+bool launch_segmented(or_reduce& block, std::array<uint32_t, N>& pointers, size_t npointers, c10::Device device,
+                      const at::TensorBase& input) {
+  if (block.ndim == 0 || block.nreduce != block.ndim || input.numel() < 2 * kSegmentElements ||
+      block.op == OR_REDUCE_SORT || block.op == OR_REDUCE_CUMSUM || block.op == OR_REDUCE_CUMPROD) {
+    return false;
+  }
+  const uint32_t outer = block.nreduce - 1;
+  int64_t inner = 1;
+  for (uint32_t d = 0; d < outer; ++d) {
+    inner *= block.sizes[d];
+  }
+  int64_t segment = std::max<int64_t>(1, kSegmentElements / inner);
+  if (outer == 0) {
+    segment = (segment + OR_REDUCE_SEGMENT_ALIGN - 1) / OR_REDUCE_SEGMENT_ALIGN * OR_REDUCE_SEGMENT_ALIGN;
+  }
+  const int64_t segments = (block.sizes[outer] + segment - 1) / segment;
+  if (segments < 2) {
+    return false;
+  }
+  const at::Tensor partials =
+      at::empty({segments * OR_REDUCE_PARTIAL_BYTES}, at::TensorOptions().dtype(at::kByte).device(device));
+  block.scratch = reinterpret_cast<uint64_t>(partials.data_ptr());
+  pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
+  block.segment = segment;
+  block.phase = OR_REDUCE_PHASE_PARTIALS;
+  launch<kReduce>(device.index(), block, pointers.data(), npointers, input.numel());
+  block.phase = OR_REDUCE_PHASE_MERGE;
+  launch<kReduce>(device.index(), block, pointers.data(), npointers, 0);
+  return true;
+}
+
 } // namespace
 
 void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializer_list<c10::Scalar> args) {
@@ -363,7 +405,7 @@ void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializ
   or_reduce block = reduce_block(op, input.scalar_type(), args);
   const c10::Device device = iter.device(0);
   TORCH_INTERNAL_ASSERT(device.type() == c10::DeviceType::PrivateUse1, "openreg: launch_reduce on ", device);
-  std::array<uint32_t, OR_REDUCE_OPERANDS> pointers{};
+  std::array<uint32_t, OR_REDUCE_OPERANDS + 1> pointers{}; // + the partials
   size_t npointers = 0;
   block.noutputs = static_cast<uint32_t>(noutputs);
   for (int k = 0; k < noutputs; ++k) {
@@ -394,7 +436,10 @@ void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializ
     }
     block.strides[OR_REDUCE_IN][i] = iter.strides(noutputs)[order[i]];
   }
-  // Workers split the outputs, so a reduction to one value runs on one.
+  if (iter.num_output_elements() == 1 && launch_segmented(block, pointers, npointers, device, input)) {
+    return;
+  }
+  // Workers split the outputs.
   launch<kReduce>(device.index(), block, pointers.data(), npointers,
                   iter.num_output_elements() > 1 ? iter.numel() : 0);
 }
@@ -455,14 +500,12 @@ void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t di
   }
   const c10::Device device = values.device();
   or_reduce block = reduce_block(OR_REDUCE_SORT, values.scalar_type(), {descending ? 1 : 0});
-  std::array<uint32_t, OR_REDUCE_OPERANDS + 1> pointers{};
+  std::array<uint32_t, OR_REDUCE_OPERANDS + 1> pointers{}; // + the scratch
   size_t npointers = 0;
-  std::array<uint32_t, OR_REDUCE_OPERANDS> operand_pointers{};
   block.noutputs = 2;
-  set_operand(block, operand_pointers, npointers, OR_REDUCE_OUT0, values, values.data_ptr(), device);
-  set_operand(block, operand_pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
-  set_operand(block, operand_pointers, npointers, OR_REDUCE_IN, values, values.data_ptr(), device);
-  std::copy(operand_pointers.begin(), operand_pointers.end(), pointers.begin());
+  set_operand(block, pointers, npointers, OR_REDUCE_OUT0, values, values.data_ptr(), device);
+  set_operand(block, pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
+  set_operand(block, pointers, npointers, OR_REDUCE_IN, values, values.data_ptr(), device);
   line_dims(block, dim, {{OR_REDUCE_OUT0, &values}, {OR_REDUCE_OUT1, &indices}, {OR_REDUCE_IN, &values}},
             "sorting");
   // Room for the merge sort: two arrays of (key, position) pairs, one line long.

@@ -231,6 +231,84 @@ def test_results_do_not_depend_on_how_the_work_is_split():
     assert torch.equal(d[5].var().cpu(), var[5])
 
 
+# Large enough that a reduction to one value is cut into segments, folded by all workers,
+# then merged (or_reduce_phase): 5 segments of 65536 and a ragged last one.
+SEGMENTED = 5 * 65536 + 1234
+
+def _floating(t):
+    return t if t.is_floating_point() else t.float()
+
+
+WHOLE = {
+    "sum": lambda t: t.sum(),
+    "mean": lambda t: t.mean() if t.is_floating_point() else t.sum(),
+    "nansum": lambda t: t.nansum(),
+    "prod": lambda t: (t * 0 + (1 + 2**-20)).prod() if t.is_floating_point() else (t % 2 + 1).prod(),
+    "amax": lambda t: t.amax(),
+    "amin": lambda t: t.amin(),
+    "max": lambda t: t.max(),
+    "min": lambda t: t.min(),
+    "argmax": lambda t: t.argmax(),
+    "argmin": lambda t: t.argmin(),
+    "aminmax": lambda t: torch.aminmax(t),
+    "all": lambda t: (t != 3).all(),
+    "any": lambda t: (t == 3).any(),
+    "var": lambda t: _floating(t).var(),
+    "std_mean": lambda t: torch.std_mean(t, correction=0) if t.is_floating_point() else t.sum(),
+    "norm2": lambda t: torch.linalg.vector_norm(_floating(t)),
+    "norm1": lambda t: torch.linalg.vector_norm(_floating(t), 1),
+    "norm_inf": lambda t: torch.linalg.vector_norm(_floating(t), float("inf")),
+    "norm_-inf": lambda t: torch.linalg.vector_norm(_floating(t), -float("inf")),
+    "norm3": lambda t: torch.linalg.vector_norm(_floating(t), 3),
+}
+
+
+def _check_whole(fn, x):
+    """fn on the device against fn on CPU, computed in float64 for float inputs (the device
+    accumulates in float64; CPU's float32 sums of 300K values drift by 1e-5 relative)."""
+    actual = fn(x.to("openreg"))
+    expected = fn(x.double()) if x.is_floating_point() else fn(x)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for a, e in zip(actual, expected, strict=True):
+        assert a.device.type == "openreg"
+        a = a.cpu()
+        if e.is_floating_point():
+            torch.testing.assert_close(a.double(), e.double(), rtol=2e-6, atol=1e-6, equal_nan=True)
+        else:
+            torch.testing.assert_close(a, e, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32], ids=str)
+@pytest.mark.parametrize("op", WHOLE, ids=str)
+def test_reductions_of_large_inputs_to_one_value_match_cpu(op, dtype):
+    _check_whole(WHOLE[op], _values((SEGMENTED,), dtype, seed=5))
+    # Not contiguous: two reduced dimensions, segments along the outer one.
+    _check_whole(WHOLE[op], _values((700, 900), dtype, seed=6).t())
+
+
+def test_large_reductions_to_one_value_keep_nan_and_the_first_index_across_segments():
+    x = torch.zeros(SEGMENTED)
+    x[70000] = x[200000] = 5.0  # equal maxima in different segments: the first index wins
+    x[150000] = x[250000] = -2.0
+    _check(lambda t: (t.argmax(), t.argmin(), t.max(), *t.aminmax()), x, exact=True)
+    x[300000] = float("nan")
+    x[100000] = float("nan")  # the first NaN, in an earlier segment
+    _check(lambda t: (t.argmax(), t.argmin(), t.amax(), t.amin(), t.sum(), t.nansum()), x, exact=True)
+    _check(lambda t: torch.linalg.vector_norm(t, float("inf")), x, exact=True)
+    # All equal (the identity itself): index 0, as on CPU.
+    _check(lambda t: (t.argmax(), t.argmin()), torch.full((SEGMENTED,), -float("inf")), exact=True)
+    _check(lambda t: t.argmax(), torch.full((SEGMENTED,), 7, dtype=torch.int64), exact=True)
+
+
+def test_large_float32_sums_stay_accurate_across_segments():
+    x = torch.full((SEGMENTED * 3,), 0.1, dtype=torch.float32)
+    exact = x.double().sum()
+    assert abs(x.to("openreg").sum().cpu().double() - exact) / exact < 1e-7
+    d = x.to("openreg")
+    assert torch.equal(d.sum().cpu(), d.sum().cpu())  # every run the same
+
+
 def test_float32_sums_are_accurate():
     # one million values of 0.1: float32 accumulation would drift by ~1e-3 relative.
     x = torch.full((1_000_000,), 0.1, dtype=torch.float32)

@@ -43,6 +43,9 @@ SCRIPT = textwrap.dedent(
     take(torch.randint(-5, 5, (200, 150), generator=g).to(dev) @ torch.randint(-5, 5, (150, 120), generator=g).to(dev))
     x = torch.randn(512, 300, generator=g).to(dev)
     take(x.sum(0)), take(x.sum(1)), take(x.var(1)), take(x.amax(0)), take(x.argmax(1))
+    big = torch.randn(1 << 19, generator=g).to(dev)  # reductions to one value: segments on all workers
+    take(big.sum()), take(big.var()), take(big.argmax()), take(big.norm()), take(big.amin())
+    take(big.view(1024, 512).t().sum()), take(torch.aminmax(big)[1])
     take(x.cumsum(1)), take(x.softmax(1)), take(x.log_softmax(0))
     take(torch.tanh(x) * 3 + x.exp()), take(x[:, ::3].sin())
     take(x.gather(1, torch.randint(0, 300, (512, 40), generator=g).to(dev)))
