@@ -13,27 +13,55 @@
  */
 #include "dtype.h"
 
+#include <wasm_simd128.h>
+
 typedef struct philox_block {
   uint32_t w[4];
 } philox_block;
 
-static philox_block philox(uint64_t key, uint64_t index, uint64_t offset) {
+/* Philox-4x32-10 of the counters (index + l, offset), l = 0..3, one counter
+ * per SIMD lane: each round's 32x32->64-bit products are two u64x2 extended
+ * multiplies per word (x86's pmuludq), so four elements' rounds run at once
+ * instead of one chain of dependent scalar multiplies. */
+static void philox4(uint64_t key, uint64_t index, uint64_t offset, philox_block out[4]) {
+  const v128_t lanes = wasm_i64x2_make(0, 1), lanes_hi = wasm_i64x2_make(2, 3);
+  const v128_t i_lo = wasm_i64x2_add(wasm_i64x2_splat((int64_t)index), lanes);
+  const v128_t i_hi = wasm_i64x2_add(wasm_i64x2_splat((int64_t)index), lanes_hi);
+  /* counter words 0 and 1: the low and high halves of index + l */
+  v128_t c0 = wasm_i32x4_shuffle(i_lo, i_hi, 0, 2, 4, 6);
+  v128_t c1 = wasm_i32x4_shuffle(i_lo, i_hi, 1, 3, 5, 7);
+  v128_t c2 = wasm_i32x4_splat((int32_t)(uint32_t)offset);
+  v128_t c3 = wasm_i32x4_splat((int32_t)(uint32_t)(offset >> 32));
+  const v128_t m0 = wasm_i32x4_splat((int32_t)0xD2511F53u), m1 = wasm_i32x4_splat((int32_t)0xCD9E8D57u);
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-  uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = (uint32_t)offset, c3 = (uint32_t)(offset >> 32);
+  /* unrolled: a loop would reload its six vectors from the stack each round
+   * (the watchdog's check at the loop header) */
+#pragma clang loop unroll(full)
   for (int round = 0; round < 10; round++) {
-    const uint64_t p0 = (uint64_t)0xD2511F53u * c0;
-    const uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
-    const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-    const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    const v128_t p0_lo = wasm_u64x2_extmul_low_u32x4(c0, m0), p0_hi = wasm_u64x2_extmul_high_u32x4(c0, m0);
+    const v128_t p1_lo = wasm_u64x2_extmul_low_u32x4(c2, m1), p1_hi = wasm_u64x2_extmul_high_u32x4(c2, m1);
+    const v128_t hi0 = wasm_i32x4_shuffle(p0_lo, p0_hi, 1, 3, 5, 7), lo0 = wasm_i32x4_shuffle(p0_lo, p0_hi, 0, 2, 4, 6);
+    const v128_t hi1 = wasm_i32x4_shuffle(p1_lo, p1_hi, 1, 3, 5, 7), lo1 = wasm_i32x4_shuffle(p1_lo, p1_hi, 0, 2, 4, 6);
+    const v128_t n0 = wasm_v128_xor(wasm_v128_xor(hi1, c1), wasm_i32x4_splat((int32_t)k0));
+    const v128_t n2 = wasm_v128_xor(wasm_v128_xor(hi0, c3), wasm_i32x4_splat((int32_t)k1));
     c0 = n0;
-    c1 = (uint32_t)p1;
+    c1 = lo1;
     c2 = n2;
-    c3 = (uint32_t)p0;
+    c3 = lo0;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  philox_block b = {{c0, c1, c2, c3}};
-  return b;
+  uint32_t w[4][4];
+  wasm_v128_store(w[0], c0);
+  wasm_v128_store(w[1], c1);
+  wasm_v128_store(w[2], c2);
+  wasm_v128_store(w[3], c3);
+  for (int l = 0; l < 4; l++) {
+    out[l].w[0] = w[0][l];
+    out[l].w[1] = w[1][l];
+    out[l].w[2] = w[2][l];
+    out[l].w[3] = w[3][l];
+  }
 }
 
 /* [0, 1) from 24 or 53 random bits. */
@@ -46,8 +74,8 @@ ALWAYS_INLINE double uniform53(uint32_t hi, uint32_t lo) {
   return (double)(bits & (((uint64_t)1 << 53) - 1)) * 1.1102230246251565e-16; /* 2^-53 */
 }
 
-static void draw(const or_random *p, int64_t index, char *out, const char *in) {
-  const philox_block b = philox(p->seed, (uint64_t)index, p->offset);
+/* One element from its counter's random bits. */
+static void draw(const or_random *p, philox_block b, char *out, const char *in) {
   const int wide = p->dtype == OR_F64;
   switch (p->op) {
   case OR_RANDOM_UNIFORM: {
@@ -113,8 +141,13 @@ EXPORT(random) void random(const or_random *p, int32_t worker, int32_t workers) 
       in += pos[d] * p->strides[1][d];
     }
   }
+  philox_block blocks[4];
   for (int64_t i = lo; i < hi; i++) {
-    draw(p, i, out, in);
+    const int64_t lane = (i - lo) & 3;
+    if (lane == 0) {
+      philox4(p->seed, (uint64_t)i, p->offset, blocks);
+    }
+    draw(p, blocks[lane], out, in);
     for (int d = (int)nd - 1; d >= 0; d--) {
       out += p->strides[0][d];
       if (in) {
