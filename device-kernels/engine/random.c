@@ -112,6 +112,50 @@ static void draw(const or_random *p, philox_block b, char *out, const char *in) 
   }
 }
 
+/* Whether the output is row-major contiguous and nothing is read: positions
+ * are then consecutive elements. */
+static int contiguous_output(const or_random *p) {
+  int64_t expect = (int64_t)dtype_size(p->dtype);
+  for (int d = (int)p->ndim - 1; d >= 0; d--) {
+    if (p->sizes[d] != 1 && p->strides[0][d] != expect) {
+      return 0;
+    }
+    expect *= p->sizes[d];
+  }
+  return p->in_dtype == 0;
+}
+
+/* Positions [lo, hi) of a contiguous float32 output: the same values as
+ * draw() (the same bits, the same double arithmetic, then rounded), without
+ * its per-element walk and dtype dispatch. */
+static void fill_f32(const or_random *p, int64_t lo, int64_t hi) {
+  float *out = (float *)device_ptr(p->data[0]);
+  const uint32_t op = p->op;
+  const uint64_t seed = p->seed, offset = p->offset;
+  const double a0 = p->args[0].f, a1 = p->args[1].f;
+  if (op == OR_RANDOM_BERNOULLI && !(a0 >= 0.0 && a0 <= 1.0)) {
+    TRAP(); /* as draw() */
+  }
+  philox_block b[4];
+  for (int64_t i = lo; i < hi; i += 4) {
+    philox4(seed, (uint64_t)i, offset, b);
+    const int n = hi - i < 4 ? (int)(hi - i) : 4;
+    for (int l = 0; l < n; l++) {
+      double v;
+      if (op == OR_RANDOM_UNIFORM) {
+        v = a0 + uniform24(b[l].w[0]) * (a1 - a0);
+      } else if (op == OR_RANDOM_BERNOULLI) {
+        v = uniform53(b[l].w[0], b[l].w[1]) < a0 ? 1.0 : 0.0;
+      } else {
+        const double u1 = 1.0 - uniform53(b[l].w[0], b[l].w[1]);
+        const double u2 = uniform53(b[l].w[2], b[l].w[3]);
+        v = a0 + a1 * (__builtin_sqrt(-2.0 * m_log_f64(u1)) * m_cos_f64(6.283185307179586 * u2));
+      }
+      out[i + l] = (float)v;
+    }
+  }
+}
+
 EXPORT(random) void random(const or_random *p, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   if (p->op >= OR_RANDOM_COUNT || p->ndim > OR_MAX_DIMS) {
@@ -130,6 +174,10 @@ EXPORT(random) void random(const or_random *p, int32_t worker, int32_t workers) 
    * dimension varies fastest. */
   int64_t lo, hi;
   split_range(total, 16, worker, workers, &lo, &hi);
+  if (p->dtype == OR_F32 && p->op != OR_RANDOM_RANGE && contiguous_output(p)) {
+    fill_f32(p, lo, hi);
+    return;
+  }
   int64_t pos[OR_MAX_DIMS] = {0};
   char *out = device_ptr(p->data[0]);
   const char *in = p->in_dtype ? device_ptr(p->data[1]) : 0;
