@@ -78,7 +78,14 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
     for (int64_t r0 = 0; r0 < rows; r0 += R) {                                                                  \
       const int64_t r = min_i64(R, rows - r0);                                                                  \
       const char *base = src + r0 * rs;                                                                         \
-      if (abs_i64(rs) < abs_i64(cs)) { /* the sliver's columns are the contiguous way */                        \
+      if (dtype == NATIVE_##C && rs == (int64_t)sizeof(T)) { /* contiguous columns: r elements per step */      \
+        for (int64_t p = 0; p < depth; p++) {                                                                   \
+          const T *col = (const T *)(base + p * cs);                                                            \
+          T *d = dst + p * R;                                                                                   \
+          for (int64_t i = 0; i < r; i++) d[i] = col[i];                                                        \
+          for (int64_t i = r; i < R; i++) d[i] = (T)0;                                                          \
+        }                                                                                                       \
+      } else if (abs_i64(rs) < abs_i64(cs)) { /* the sliver's columns are the contiguous way */                 \
         for (int64_t p = 0; p < depth; p++) {                                                                   \
           gather_##C(dst + p * R, base + p * cs, rs, dtype, r);                                                 \
           for (int64_t i = r; i < R; i++) dst[p * R + i] = (T)0;                                                \
