@@ -64,24 +64,11 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// How often a waiting host thread runs the interrupt check.
 pub const INTERRUPT_POLL: Duration = Duration::from_millis(10);
 
-/// Spin rounds between two yields of a spinning thread (about 10 us; yielding
-/// every 3 us doubled the median of a blocking round trip).
-const YIELD_EVERY: u32 = 256;
-
-/// Spins until `done()` or [`SPIN`] has passed. Every 10 us or so the
-/// thread yields its core: with as many busy threads as cores (a host thread
-/// queueing small ops, an executor spinning for them), a spinning thread that
-/// shares a core with the thread it waits for would otherwise hold it off for
-/// a whole time slice (a 60 us stall in 1% of 1-element ops).
+/// Spins until `done()` or [`SPIN`] has passed.
 fn spin_until(done: impl Fn() -> bool) {
     let deadline = Instant::now() + SPIN;
-    let mut round = 0u32;
     while !done() && Instant::now() < deadline {
         std::hint::spin_loop();
-        round = round.wrapping_add(1);
-        if round.is_multiple_of(YIELD_EVERY) {
-            std::thread::yield_now();
-        }
     }
 }
 
