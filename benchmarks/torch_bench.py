@@ -251,7 +251,7 @@ def user_kernels():
          torch.nn.functional.silu, one, per_op),
         ("relu, 1M float32", relu, torch.relu, million, big),
         ("swish with beta 1, 1M float32 vs silu", lambda x: swish(x, 1.0), torch.nn.functional.silu, million, big),
-        ("matmul 256x256 float32 (C kernel, naive SIMD) vs mm (openreg: CPU fallback)", matmul, torch.mm, square, big),
+        ("matmul 256x256 float32 (C kernel, naive SIMD) vs mm (the engine's packed GEMM)", matmul, torch.mm, square, big),
     ]
 
 
