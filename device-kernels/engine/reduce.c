@@ -595,17 +595,14 @@ static int is_scan(uint32_t op) {
 #define OR_DEFINE_REDUCE_ONE(S, T, ACC, LOAD, STORE_ROW)                                        \
   static void reduce_one_##S(const or_reduce *p, const char *in, char *out0, char *out1,         \
                              int64_t count) {                                                     \
-    T buf[OR_CHUNK];                                                                              \
-    ACC a = init_##S(p);                                                                      \
-    const uint32_t nr = p->nreduce;                                                               \
-    const uint32_t dt = p->dtypes[OR_REDUCE_IN];                                                  \
-    const int64_t n0 = nr ? p->sizes[0] : 1;                                                      \
-    const int64_t s0 = nr ? p->strides[OR_REDUCE_IN][0] : 0;                                      \
-    if (is_scan(p->op)) {                                                                         \
+    ACC a = init_##S(p);                                                                          \
+    if (is_scan(p->op)) { /* along dimension 0, a scan's one reduced dimension */               \
+      T buf[OR_CHUNK];                                                                            \
+      const int64_t n0 = p->sizes[0], s0 = p->strides[OR_REDUCE_IN][0];                           \
       const int64_t o0 = p->strides[OR_REDUCE_OUT0][0];                                           \
       for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                                \
         const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                  \
-        LOAD(buf, in + k * s0, s0, dt, m);                                                        \
+        LOAD(buf, in + k * s0, s0, p->dtypes[OR_REDUCE_IN], m);                                   \
         scan_##S(p->op, &a, buf, m);                                                              \
         STORE_ROW(out0 + k * o0, o0, p->dtypes[OR_REDUCE_OUT0], buf, m);                          \
       }                                                                                           \
@@ -628,50 +625,65 @@ _Static_assert(sizeof(acc_f) <= OR_REDUCE_PARTIAL_BYTES && sizeof(acc_i) <= OR_R
 _Static_assert(OR_REDUCE_SEGMENT_ALIGN % OR_CHUNK == 0 && OR_REDUCE_SEGMENT_ALIGN % 64 == 0,
                "segments start where a pass's chunks and SIMD blocks do");
 
-/* Merges the accumulator `b` of the slice after `a`'s into `a`, with the
- * rules the folds use (NaN propagates and wins the arg ops; ties keep the
- * earlier index). */
+/* Merges the accumulator `b` of the slice after `a`'s into `a`, for the ops
+ * both accumulator types have, with the rules the folds use (NaN propagates
+ * and wins the arg ops; ties keep the earlier index). Returns 0 for an op it
+ * does not handle. */
+#define OR_DEFINE_MERGE(S, ACC, ADD, MUL, ISNAN)                                        \
+  static int merge_common_##S(uint32_t op, ACC *a, const ACC *b) {                      \
+    switch (op) {                                                                       \
+    case OR_REDUCE_SUM:                                                                 \
+    case OR_REDUCE_MEAN:                                                                \
+    case OR_REDUCE_NANSUM:                                                              \
+      a->v = ADD(a->v, b->v);                                                           \
+      return 1;                                                                         \
+    case OR_REDUCE_PROD:                                                                \
+      a->v = MUL(a->v, b->v);                                                           \
+      return 1;                                                                         \
+    case OR_REDUCE_MAX:                                                                 \
+      a->v = (b->v > a->v || ISNAN(b->v)) && !ISNAN(a->v) ? b->v : a->v;                \
+      return 1;                                                                         \
+    case OR_REDUCE_MIN:                                                                 \
+      a->v = (b->v < a->v || ISNAN(b->v)) && !ISNAN(a->v) ? b->v : a->v;                \
+      return 1;                                                                         \
+    case OR_REDUCE_ARGMAX:                                                              \
+    case OR_REDUCE_MAX_INDEX:                                                           \
+      if (!ISNAN(a->v) && (b->v > a->v || ISNAN(b->v))) {                               \
+        a->v = b->v;                                                                    \
+        a->i = b->i;                                                                    \
+      }                                                                                 \
+      return 1;                                                                         \
+    case OR_REDUCE_ARGMIN:                                                              \
+    case OR_REDUCE_MIN_INDEX:                                                           \
+      if (!ISNAN(a->v) && (b->v < a->v || ISNAN(b->v))) {                               \
+        a->v = b->v;                                                                    \
+        a->i = b->i;                                                                    \
+      }                                                                                 \
+      return 1;                                                                         \
+    case OR_REDUCE_MINMAX:                                                              \
+      a->v = (b->v < a->v || ISNAN(b->v)) && !ISNAN(a->v) ? b->v : a->v;                \
+      a->w = (b->w > a->w || ISNAN(b->w)) && !ISNAN(a->w) ? b->w : a->w;                \
+      return 1;                                                                         \
+    case OR_REDUCE_ALL:                                                                 \
+      a->v = b->v == 0 ? 0 : a->v;                                                      \
+      return 1;                                                                         \
+    case OR_REDUCE_ANY:                                                                 \
+      a->v = b->v != 0 ? 1 : a->v;                                                      \
+      return 1;                                                                         \
+    default:                                                                            \
+      return 0;                                                                         \
+    }                                                                                   \
+  }
+
+OR_DEFINE_MERGE(F, acc_f, ADD_F, MUL_F, ISNAN_F)
+OR_DEFINE_MERGE(I, acc_i, ADD_I, MUL_I, ISNAN_I)
+
+/* The float-only merges: the p-norm's sum (or extreme) and var's moments. */
 static void merge_F(const or_reduce *p, acc_f *a, const acc_f *b) {
-  switch (p->op) {
-  case OR_REDUCE_SUM:
-  case OR_REDUCE_MEAN:
-  case OR_REDUCE_NANSUM:
-    a->v += b->v;
+  if (merge_common_F(p->op, a, b)) {
     return;
-  case OR_REDUCE_PROD:
-    a->v *= b->v;
-    return;
-  case OR_REDUCE_MAX:
-    a->v = (b->v > a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
-    return;
-  case OR_REDUCE_MIN:
-    a->v = (b->v < a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
-    return;
-  case OR_REDUCE_ARGMAX:
-  case OR_REDUCE_MAX_INDEX:
-    if (!ISNAN_F(a->v) && (b->v > a->v || ISNAN_F(b->v))) {
-      a->v = b->v;
-      a->i = b->i;
-    }
-    return;
-  case OR_REDUCE_ARGMIN:
-  case OR_REDUCE_MIN_INDEX:
-    if (!ISNAN_F(a->v) && (b->v < a->v || ISNAN_F(b->v))) {
-      a->v = b->v;
-      a->i = b->i;
-    }
-    return;
-  case OR_REDUCE_MINMAX:
-    a->v = (b->v < a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
-    a->w = (b->w > a->w || ISNAN_F(b->w)) && !ISNAN_F(a->w) ? b->w : a->w;
-    return;
-  case OR_REDUCE_ALL:
-    a->v = b->v == 0.0 ? 0.0 : a->v;
-    return;
-  case OR_REDUCE_ANY:
-    a->v = b->v != 0.0 ? 1.0 : a->v;
-    return;
-  case OR_REDUCE_NORM: {
+  }
+  if (p->op == OR_REDUCE_NORM) {
     const double ord = p->args[0].f;
     if (ord == __builtin_inf()) {
       a->v = (b->v > a->v || ISNAN_F(b->v)) && !ISNAN_F(a->v) ? b->v : a->v;
@@ -682,57 +694,17 @@ static void merge_F(const or_reduce *p, acc_f *a, const acc_f *b) {
     }
     return;
   }
-  case OR_REDUCE_VAR:
+  if (p->op == OR_REDUCE_VAR) {
     if (b->n > 0) {
       var_merge(a, b->mean, b->w, b->n);
     }
     return;
-  default:
-    TRAP(); /* scans and sorts are not segmented */
   }
+  TRAP(); /* scans and sorts are not segmented */
 }
 
 static void merge_I(const or_reduce *p, acc_i *a, const acc_i *b) {
-  switch (p->op) {
-  case OR_REDUCE_SUM:
-  case OR_REDUCE_MEAN:
-  case OR_REDUCE_NANSUM:
-    a->v = ADD_I(a->v, b->v);
-    return;
-  case OR_REDUCE_PROD:
-    a->v = MUL_I(a->v, b->v);
-    return;
-  case OR_REDUCE_MAX:
-    a->v = b->v > a->v ? b->v : a->v;
-    return;
-  case OR_REDUCE_MIN:
-    a->v = b->v < a->v ? b->v : a->v;
-    return;
-  case OR_REDUCE_ARGMAX:
-  case OR_REDUCE_MAX_INDEX:
-    if (b->v > a->v) {
-      a->v = b->v;
-      a->i = b->i;
-    }
-    return;
-  case OR_REDUCE_ARGMIN:
-  case OR_REDUCE_MIN_INDEX:
-    if (b->v < a->v) {
-      a->v = b->v;
-      a->i = b->i;
-    }
-    return;
-  case OR_REDUCE_MINMAX:
-    a->v = b->v < a->v ? b->v : a->v;
-    a->w = b->w > a->w ? b->w : a->w;
-    return;
-  case OR_REDUCE_ALL:
-    a->v = b->v == 0 ? 0 : a->v;
-    return;
-  case OR_REDUCE_ANY:
-    a->v = b->v != 0 ? 1 : a->v;
-    return;
-  default:
+  if (!merge_common_I(p->op, a, b)) {
     TRAP();
   }
 }
