@@ -107,6 +107,19 @@ bool averages(at::ScalarType dtype) {
   return at::isFloatingType(dtype) || dtype == at::kLong;
 }
 
+// One launch of the pool kernel's `op` from `src` into `out` (planes of
+// out's last two sizes), through a contiguous NCHW result.
+Tensor& pool_into(Tensor& out, const Tensor& src, engine::or_pool_op op, const engine::PoolWindow& window) {
+  if (out.numel() == 0) {
+    return out;
+  }
+  const Tensor x = pool_operand(batched(src));
+  const Tensor result = at::empty({x.size(0), x.size(1), out.size(-2), out.size(-1)}, x.options());
+  engine::launch_pool(op, x, result, Tensor(), window);
+  out.copy_(result.view(out.sizes()));
+  return out;
+}
+
 engine::PoolWindow avg_window(at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                               bool count_include_pad, std::optional<int64_t> divisor_override) {
   const Window2d w = window2d(kernel_size, stride, padding);
@@ -124,16 +137,8 @@ Tensor avg_pool2d_kernel(const Tensor& input, at::IntArrayRef kernel_size, at::I
   }
   Functional<at::meta::structured_avg_pool2d> op; // ATen's checks; the output in the input's memory format
   op.meta(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-  Tensor& out = op.outputs_[0];
-  if (out.numel() == 0) {
-    return out;
-  }
-  const Tensor x = pool_operand(batched(input));
-  const Tensor sums = at::empty({x.size(0), x.size(1), out.size(-2), out.size(-1)}, x.options());
-  engine::launch_pool(engine::OR_POOL_AVG, x, sums, Tensor(),
-                      avg_window(kernel_size, stride, padding, count_include_pad, divisor_override));
-  out.copy_(sums.view(out.sizes()));
-  return out;
+  return pool_into(op.outputs_[0], input, engine::OR_POOL_AVG,
+                   avg_window(kernel_size, stride, padding, count_include_pad, divisor_override));
 }
 
 // Each output's gradient over its divisor, added into every input of its
@@ -147,16 +152,8 @@ Tensor avg_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& input
   }
   Functional<at::meta::structured_avg_pool2d_backward> op;
   op.meta(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-  Tensor& grad_input = op.outputs_[0];
-  if (grad_input.numel() == 0) {
-    return grad_input;
-  }
-  const Tensor g = pool_operand(batched(grad_output));
-  const Tensor grad = at::empty({g.size(0), g.size(1), input.size(-2), input.size(-1)}, g.options());
-  engine::launch_pool(engine::OR_POOL_AVG_BACKWARD, g, grad, Tensor(),
-                      avg_window(kernel_size, stride, padding, count_include_pad, divisor_override));
-  grad_input.copy_(grad.view(grad_input.sizes()));
-  return grad_input;
+  return pool_into(op.outputs_[0], grad_output, engine::OR_POOL_AVG_BACKWARD,
+                   avg_window(kernel_size, stride, padding, count_include_pad, divisor_override));
 }
 
 // ---- variable windows: adaptive pooling ----
