@@ -74,31 +74,42 @@ ALWAYS_INLINE double uniform53(uint32_t hi, uint32_t lo) {
   return (double)(bits & (((uint64_t)1 << 53) - 1)) * 1.1102230246251565e-16; /* 2^-53 */
 }
 
-/* One element from its counter's random bits. */
-static void draw(const or_random *p, philox_block b, char *out, const char *in) {
-  const int wide = p->dtype == OR_F64;
-  switch (p->op) {
-  case OR_RANDOM_UNIFORM: {
-    const double u = wide ? uniform53(b.w[0], b.w[1]) : uniform24(b.w[0]);
-    const double from = p->args[0].f, to = p->args[1].f;
-    store_F64(out, p->dtype, from + u * (to - from));
-    return;
-  }
+/* A float op's value from its counter's random bits: `a0`, `a1` are the op's
+ * bounds (uniform), mean and deviation (normal) or probability (Bernoulli,
+ * checked by the caller); `wide`: 53 random bits for a uniform (float64). */
+ALWAYS_INLINE double sample(uint32_t op, philox_block b, int wide, double a0, double a1) {
+  switch (op) {
+  case OR_RANDOM_UNIFORM:
+    return a0 + (wide ? uniform53(b.w[0], b.w[1]) : uniform24(b.w[0])) * (a1 - a0);
   case OR_RANDOM_NORMAL: {
     /* Box-Muller: u1 in (0, 1] keeps the log finite */
     const double u1 = 1.0 - uniform53(b.w[0], b.w[1]);
     const double u2 = uniform53(b.w[2], b.w[3]);
-    const double z = __builtin_sqrt(-2.0 * m_log_f64(u1)) * m_cos_f64(6.283185307179586 * u2);
-    store_F64(out, p->dtype, p->args[0].f + p->args[1].f * z);
-    return;
+    return a0 + a1 * (__builtin_sqrt(-2.0 * m_log_f64(u1)) * m_cos_f64(6.283185307179586 * u2));
   }
+  default: /* OR_RANDOM_BERNOULLI */
+    return uniform53(b.w[0], b.w[1]) < a0 ? 1.0 : 0.0;
+  }
+}
+
+/* A probability outside [0, 1] stops the kernel, as CUDA's device assert. */
+ALWAYS_INLINE void check_probability(double prob) {
+  if (!(prob >= 0.0 && prob <= 1.0)) {
+    TRAP();
+  }
+}
+
+/* One element from its counter's random bits. */
+static void draw(const or_random *p, philox_block b, char *out, const char *in) {
+  switch (p->op) {
+  case OR_RANDOM_UNIFORM:
+  case OR_RANDOM_NORMAL:
+    store_F64(out, p->dtype, sample(p->op, b, p->dtype == OR_F64, p->args[0].f, p->args[1].f));
+    return;
   case OR_RANDOM_BERNOULLI: {
     const double prob = p->in_dtype ? load_F64(in, p->in_dtype) : p->args[0].f;
-    /* a probability outside [0, 1] stops the kernel, as CUDA's device assert */
-    if (!(prob >= 0.0 && prob <= 1.0)) {
-      TRAP();
-    }
-    store_F64(out, p->dtype, uniform53(b.w[0], b.w[1]) < prob ? 1.0 : 0.0);
+    check_probability(prob);
+    store_F64(out, p->dtype, sample(p->op, b, 0, prob, 0.0));
     return;
   }
   case OR_RANDOM_RANGE: {
@@ -125,33 +136,22 @@ static int contiguous_output(const or_random *p) {
   return p->in_dtype == 0;
 }
 
-/* Positions [lo, hi) of a contiguous float32 output: the same values as
- * draw() (the same bits, the same double arithmetic, then rounded), without
- * its per-element walk and dtype dispatch. */
+/* Positions [lo, hi) of a contiguous float32 output: draw()'s values
+ * without its per-element walk and dtype dispatch. */
 static void fill_f32(const or_random *p, int64_t lo, int64_t hi) {
   float *out = (float *)device_ptr(p->data[0]);
   const uint32_t op = p->op;
   const uint64_t seed = p->seed, offset = p->offset;
   const double a0 = p->args[0].f, a1 = p->args[1].f;
-  if (op == OR_RANDOM_BERNOULLI && !(a0 >= 0.0 && a0 <= 1.0)) {
-    TRAP(); /* as draw() */
+  if (op == OR_RANDOM_BERNOULLI) {
+    check_probability(a0);
   }
   philox_block b[4];
   for (int64_t i = lo; i < hi; i += 4) {
     philox4(seed, (uint64_t)i, offset, b);
     const int n = hi - i < 4 ? (int)(hi - i) : 4;
     for (int l = 0; l < n; l++) {
-      double v;
-      if (op == OR_RANDOM_UNIFORM) {
-        v = a0 + uniform24(b[l].w[0]) * (a1 - a0);
-      } else if (op == OR_RANDOM_BERNOULLI) {
-        v = uniform53(b[l].w[0], b[l].w[1]) < a0 ? 1.0 : 0.0;
-      } else {
-        const double u1 = 1.0 - uniform53(b[l].w[0], b[l].w[1]);
-        const double u2 = uniform53(b[l].w[2], b[l].w[3]);
-        v = a0 + a1 * (__builtin_sqrt(-2.0 * m_log_f64(u1)) * m_cos_f64(6.283185307179586 * u2));
-      }
-      out[i + l] = (float)v;
+      out[i + l] = (float)sample(op, b[l], 0, a0, a1);
     }
   }
 }

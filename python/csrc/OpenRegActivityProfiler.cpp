@@ -21,7 +21,6 @@
 #define USE_KINETO 1
 
 #include <atomic>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,8 +43,6 @@ std::atomic<bool> g_recording{false};
 thread_local std::vector<uint64_t> t_correlations;
 
 using libkineto::ActivityType;
-
-const char* const kKindNames[] = {"kernel", "memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memcpy PtoP"};
 
 class ActivitySession final : public libkineto::IActivityProfilerSession {
  public:
@@ -84,7 +81,7 @@ class ActivitySession final : public libkineto::IActivityProfilerSession {
         continue; // outside the profile's window (kineto does not filter plugin activities)
       }
       const bool kernel = r.kind == 0;
-      std::string name = kernel ? std::string(r.name) : std::string(kKindNames[r.kind]);
+      std::string name(r.name); // the kernel's export name, or the copy's direction
       if (kernel && !r.op.empty()) {
         name += " (" + std::string(r.op) + ")";
       }

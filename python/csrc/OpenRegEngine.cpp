@@ -127,7 +127,6 @@ void launch(c10::DeviceIndex device, const Block& block, const uint32_t* pointer
                                        rust::Slice<const uint32_t>(pointers, npointers), parallel(work), label));
 }
 
-
 or_scalar scalar_in(const c10::Scalar& value, or_compute compute) {
   or_scalar s{};
   if (compute == OR_COMPUTE_I64) {
@@ -363,8 +362,7 @@ constexpr int64_t kSegmentElements = 1 << 16;
 template <size_t N>
 bool launch_segmented(or_reduce& block, std::array<uint32_t, N>& pointers, size_t npointers, c10::Device device,
                       const at::TensorBase& input) {
-  if (block.ndim == 0 || block.nreduce != block.ndim || input.numel() < 2 * kSegmentElements ||
-      block.op == OR_REDUCE_SORT || block.op == OR_REDUCE_CUMSUM || block.op == OR_REDUCE_CUMPROD) {
+  if (block.ndim == 0 || block.nreduce != block.ndim || input.numel() < 2 * kSegmentElements) {
     return false;
   }
   const uint32_t outer = block.nreduce - 1;
