@@ -265,9 +265,9 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(ELU_BACKWARD_RESULT, 2, T, b <= (T)0 ? a * A2 * (b + A0) : a * A1)                                \
   X(SIN, 1, T, (T)m_sin_f64((double)a))                                                               \
   X(COS, 1, T, (T)m_cos_f64((double)a))                                                               \
-  X(ASIN, 1, T, (T)m_asin_f64((double)a))                                                             \
-  X(ACOS, 1, T, (T)m_acos_f64((double)a))                                                             \
-  X(ATAN, 1, T, (T)m_atan_f64((double)a))                                                             \
+  X(ASIN, 1, T, m_asin_##SUFFIX(a))                                                                   \
+  X(ACOS, 1, T, m_acos_##SUFFIX(a))                                                                   \
+  X(ATAN, 1, T, m_atan_##SUFFIX(a))                                                                   \
   X(ATAN2, 2, T, (T)m_atan2_f64((double)a, (double)b))                                                \
   X(SINH, 1, T, (T)m_sinh_f64((double)a))                                                             \
   X(COSH, 1, T, (T)m_cosh_f64((double)a))                                                             \
@@ -275,8 +275,8 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(ACOSH, 1, T, (T)m_acosh_f64((double)a))                                                           \
   X(ATANH, 1, T, (T)m_atanh_f64((double)a))                                                           \
   X(TAN, 1, T, (T)m_tan_f64((double)a))                                                               \
-  X(POW, 2, T, (T)m_pow_f64((double)a, (double)b))                                                    \
-  X(POW_SCALAR, 1, T, (T)m_pow_f64((double)a, (double)A0))                                            \
+  X(POW, 2, T, m_pow_##SUFFIX(a, b))                                                                  \
+  X(POW_SCALAR, 1, T, m_pow_##SUFFIX(a, args[0].f))                                                   \
   X(NAN_TO_NUM, 1, T, F_ISNAN(a) ? A0 : a == (T)__builtin_inf() ? A1 : a == -(T)__builtin_inf() ? A2 : a) \
   X(HARDTANH_BACKWARD, 2, T, (b <= A0 || b >= A1) ? (T)0 : a)                                        \
   X(CLAMP_TENSOR, 3, T, F_ISNAN(b) ? b : F_ISNAN(c) ? c : F_ISNAN(a) ? a : F_MIN(F_MAX(a, b), c))      \

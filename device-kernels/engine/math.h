@@ -42,27 +42,43 @@ MATH_INLINE uint64_t m_f64_bits(double d) {
   return u;
 }
 
+/* The magnitude of `magnitude` with the sign of `sign`, by bits: SIMD has no
+ * copysign, and clang would copy lane by lane. */
+MATH_INLINE float m_copysign_f32(float magnitude, float sign) {
+  return m_f32_from_bits((m_f32_bits(magnitude) & 0x7fffffffu) | (m_f32_bits(sign) & 0x80000000u));
+}
+
 /* 2^n for integer n in [-252, 254] (float) as two factors, each a normal
  * number, so a product with them can reach the subnormal range. */
 MATH_INLINE float m_scale_f32(float p, int32_t n) {
-  const int32_t n1 = n / 2;
+  const int32_t n1 = n >> 1; /* a shift, not n / 2: SIMD has no integer division */
   const int32_t n2 = n - n1;
   return p * m_f32_from_bits((uint32_t)(n1 + 127) << 23) * m_f32_from_bits((uint32_t)(n2 + 127) << 23);
 }
 
 MATH_INLINE double m_scale_f64(double p, int64_t n) {
-  const int64_t n1 = n / 2;
+  const int64_t n1 = n >> 1;
   const int64_t n2 = n - n1;
   return p * m_f64_from_bits((uint64_t)(n1 + 1023) << 52) * m_f64_from_bits((uint64_t)(n2 + 1023) << 52);
+}
+
+/* An integer-valued k (|k| < 2^22, or 2^51 in double) as an integer, from the
+ * low bits of k + 1.5 * 2^23 (2^52): SIMD converts floats to integers only
+ * with saturation, which costs several instructions per vector, or not at all
+ * from double. */
+MATH_INLINE int32_t m_int_of_f32(float k) {
+  return (int32_t)(m_f32_bits(k + 12582912.0f) - m_f32_bits(12582912.0f));
+}
+
+MATH_INLINE int64_t m_int_of_f64(double k) {
+  return (int64_t)(m_f64_bits(k + 6755399441055744.0) - m_f64_bits(6755399441055744.0));
 }
 
 /* ---- exp ---- */
 
 /* e^x: x = k ln2 + r, |r| <= ln2 / 2 (ln2 split in two so k ln2 is exact),
  * e^r by its Taylor polynomial, times 2^k. */
-MATH_INLINE float m_exp_f32(float x) {
-  const float k = __builtin_rintf(x * 1.44269504088896341f);
-  const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187045e-06f;
+MATH_INLINE float m_exp_poly_f32(float r) { /* e^r for |r| <= ln2 / 2 */
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -70,8 +86,14 @@ MATH_INLINE float m_exp_f32(float x) {
   p = p * r + 1.0f / 6.0f;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t n = (int32_t)(k < -252.0f ? -252.0f : k > 254.0f ? 254.0f : k); /* NaN: any n */
+  return p * r + 1.0f;
+}
+
+MATH_INLINE float m_exp_f32(float x) {
+  const float k = __builtin_rintf(x * 1.44269504088896341f);
+  const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187045e-06f;
+  const float p = m_exp_poly_f32(r);
+  const int32_t n = m_int_of_f32(k < -252.0f ? -252.0f : k > 254.0f ? 254.0f : k); /* NaN: any n */
   float y = m_scale_f32(p, n);
   y = x > 88.72283935546875f ? __builtin_inff() : y;
   y = x < -104.0f ? 0.0f : y;
@@ -95,7 +117,7 @@ MATH_INLINE double m_exp_f64(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  const int64_t n = (int64_t)(k < -2100.0 ? -2100.0 : k > 2046.0 ? 2046.0 : k); /* NaN: any n */
+  const int64_t n = m_int_of_f64(k < -2100.0 ? -2100.0 : k > 2046.0 ? 2046.0 : k); /* NaN: any n */
   double y = m_scale_f64(p, n);
   y = x > 709.782712893383973096 ? __builtin_inf() : y;
   y = x < -746.0 ? 0.0 : y;
@@ -105,8 +127,8 @@ MATH_INLINE double m_exp_f64(double x) {
 /* 2^x = 2^k e^(r ln2), k = rint(x), r = x - k exact. */
 MATH_INLINE float m_exp2_f32(float x) {
   const float k = __builtin_rintf(x);
-  const float p = m_exp_f32((x - k) * 0.693147180559945309f);
-  const int32_t n = (int32_t)(k < -252.0f ? -252.0f : k > 254.0f ? 254.0f : k);
+  const float p = m_exp_poly_f32((x - k) * 0.693147180559945309f);
+  const int32_t n = m_int_of_f32(k < -252.0f ? -252.0f : k > 254.0f ? 254.0f : k);
   float y = m_scale_f32(p, n);
   y = x >= 128.0f ? __builtin_inff() : y;
   y = x < -151.0f ? 0.0f : y;
@@ -116,7 +138,7 @@ MATH_INLINE float m_exp2_f32(float x) {
 MATH_INLINE double m_exp2_f64(double x) {
   const double k = __builtin_rint(x);
   const double p = m_exp_f64((x - k) * 6.93147180559945309417e-01);
-  const int64_t n = (int64_t)(k < -2100.0 ? -2100.0 : k > 2046.0 ? 2046.0 : k);
+  const int64_t n = m_int_of_f64(k < -2100.0 ? -2100.0 : k > 2046.0 ? 2046.0 : k);
   double y = m_scale_f64(p, n);
   y = x >= 1024.0 ? __builtin_inf() : y;
   y = x < -1080.0 ? 0.0 : y;
@@ -186,18 +208,14 @@ MATH_INLINE float m_log_f32(float x) {
 }
 
 MATH_INLINE double m_log_f64(double x) {
-  if (!(x > 0.0) || x == __builtin_inf()) {
-    return x == 0.0 ? -__builtin_inf() : (x == __builtin_inf() || x != x) ? x : __builtin_nan("");
-  }
   const int sub = x < 2.2250738585072014e-308;
   const double xs = sub ? x * 18014398509481984.0 : x; /* 2^54 */
   const uint64_t u = m_f64_bits(xs);
-  int64_t e = (int64_t)(u >> 52) - 1023 - (sub ? 54 : 0);
+  int32_t e = (int32_t)((u >> 52) & 0x7ff) - 1023 - (sub ? 54 : 0);
   double m = m_f64_from_bits((u & 0xfffffffffffffull) | 0x3ff0000000000000ull);
-  if (m > 1.4142135623730951) {
-    m *= 0.5;
-    e += 1;
-  }
+  const int big = m > 1.4142135623730951;
+  m = big ? m * 0.5 : m;
+  e += big;
   const double f = m - 1.0;
   const double s = f / (2.0 + f);
   const double z = s * s;
@@ -214,7 +232,11 @@ MATH_INLINE double m_log_f64(double x) {
   p = p * z + 1.0 / 3.0;
   const double lnm = f - s * (f - 2.0 * z * p);
   const double ed = (double)e;
-  return ed * 6.93147180369123816490e-01 + (lnm + ed * 1.90821492927058770002e-10);
+  double y = ed * 6.93147180369123816490e-01 + (lnm + ed * 1.90821492927058770002e-10);
+  y = x == 0.0 ? -__builtin_inf() : y;
+  y = x < 0.0 ? __builtin_nan("") : y;
+  y = x == __builtin_inf() ? x : y;
+  return x != x ? x : y;
 }
 
 /* ln(1 + x), accurate near 0: ln(u) x / (u - 1) with u = 1 + x rounded. */
@@ -239,7 +261,7 @@ MATH_INLINE float m_tanh_f32(float x) {
   const float ax = __builtin_fabsf(x);
   const float e = m_expm1_f32(2.0f * (ax < 9.0f ? ax : 9.0f));
   const float t = ax > 9.0f ? 1.0f : e / (e + 2.0f);
-  return x != x ? x : __builtin_copysignf(t, x);
+  return x != x ? x : m_copysign_f32(t, x);
 }
 
 MATH_INLINE double m_tanh_f64(double x) {
@@ -293,8 +315,35 @@ MATH_INLINE double m_erf_f64(double x) {
   return __builtin_copysign(1.0 - erfc, x);
 }
 
+/* erf x in float32, without branches (so loops over it vectorize): x P(x^2)
+ * for |x| < 1, 1 - e^-x^2 Q(|x| - 5/2) for 1 <= |x| < 3.92, with P and Q
+ * Chebyshev interpolants of erf(x) / x and erfc(x) e^(x^2) fitted for this
+ * engine (within 2.2 ulp of erf); +-1 past 3.92, where erfc is below half an
+ * ulp of 1. */
 MATH_INLINE float m_erf_f32(float x) {
-  return (float)m_erf_f64((double)x);
+  const float ax = __builtin_fabsf(x);
+  const float z = ax * ax;
+  float p = -5.648059865e-4f;
+  p = p * z + 4.921762028e-3f;
+  p = p * z - 2.671505423e-2f;
+  p = p * z + 1.128031665e-1f;
+  p = p * z - 3.761234378e-1f;
+  p = p * z + 1.128379126e+0f;
+  const float u = (ax < 3.92f ? ax : 3.92f) - 2.5f;
+  float q = 1.772887460e-6f;
+  q = q * u - 6.248156551e-6f;
+  q = q * u + 1.390466695e-5f;
+  q = q * u - 5.417795328e-5f;
+  q = q * u + 2.136442193e-4f;
+  q = q * u - 7.381609229e-4f;
+  q = q * u + 2.465595174e-3f;
+  q = q * u - 7.999776151e-3f;
+  q = q * u + 2.493827408e-2f;
+  q = q * u - 7.434754245e-2f;
+  q = q * u + 2.108063559e-1f;
+  float r = ax < 1.0f ? ax * p : 1.0f - m_exp_f32(-z) * q;
+  r = ax >= 3.92f ? 1.0f : r;
+  return x != x ? x : m_copysign_f32(r, x);
 }
 
 /* x^y for x >= 0 (or NaN), as e^(y ln x): within a few ulp of the exact
@@ -434,6 +483,37 @@ MATH_INLINE double m_acos_f64(double x) {
   return 2.0 * m_atan_f64(__builtin_sqrt((1.0 - x) / (1.0 + x)));
 }
 
+/* atan for float32, without branches: 1/|x| past 1, then (y - 1) / (y + 1)
+ * past tan(pi/8), so |t| <= tan(pi/8); atan t = t P(t^2), P a Chebyshev
+ * interpolant of atan(t) / t fitted for this engine (within 2.4 ulp of atan). */
+MATH_INLINE float m_atan_f32(float x) {
+  const float ax = __builtin_fabsf(x);
+  const int invert = ax > 1.0f;
+  const float y = invert ? 1.0f / ax : ax;
+  const int shift = y > 0.41421356f;
+  const float t = shift ? (y - 1.0f) / (y + 1.0f) : y;
+  const float z = t * t;
+  float p = -6.026305206e-2f;
+  p = p * z + 1.056982880e-1f;
+  p = p * z - 1.423953267e-1f;
+  p = p * z + 1.999818304e-1f;
+  p = p * z - 3.333330689e-1f;
+  p = p * z + 9.999999994e-1f;
+  float r = t * p;
+  r = shift ? 0.78539818525f + (r - 2.1855695e-8f) : r;       /* pi/4 in two parts */
+  r = invert ? 1.57079637051f - (r + 4.3711390e-8f) : r;      /* pi/2 in two parts */
+  return x != x ? x : m_copysign_f32(r, x);
+}
+
+/* asin and acos for float32 from atan, as the double versions. */
+MATH_INLINE float m_asin_f32(float x) {
+  return m_atan_f32(x / __builtin_sqrtf((1.0f - x) * (1.0f + x)));
+}
+
+MATH_INLINE float m_acos_f32(float x) {
+  return 2.0f * m_atan_f32(__builtin_sqrtf((1.0f - x) / (1.0f + x)));
+}
+
 /* sinh |x| = (E + E / (E + 1)) / 2 with E = expm1|x| (accurate near 0); past 22,
  * e^|x| / 2 as (e^(|x|/2) / 2) e^(|x|/2), finite wherever sinh is. */
 MATH_INLINE double m_sinh_f64(double x) {
@@ -521,6 +601,24 @@ MATH_INLINE double m_pow_f64(double x, double y) {
     r = m_pow_nonneg_f64(__builtin_fabs(x), y);
   }
   return (x < 0.0 || (x == 0.0 && __builtin_signbit(x))) && odd ? -r : r;
+}
+
+/* A float32 x to the power y (a float32 exponent, or a Python number kept in
+ * double as CPU keeps it), without branches: e^(y ln|x|) in double (its error
+ * far below a float's ulp, so integer powers come out exact), with C pow's
+ * special cases for signs, zeros and infinities. */
+MATH_INLINE float m_pow_f32(float x, double y) {
+  const double ay = __builtin_fabs(y);
+  const int integral = __builtin_floor(y) == y;
+  const int odd = integral && ay < 9007199254740992.0 && __builtin_floor(ay * 0.5) * 2.0 != ay;
+  const double ax = __builtin_fabs((double)x);
+  /* 0 or inf for a zero or infinite x; NaN for 0 * inf (y = 0, handled below) */
+  float r = (float)m_exp_f64(y * m_log_f64(ax));
+  r = (x < 0.0f || (x == 0.0f && __builtin_signbit(x))) && odd ? -r : r;
+  r = x < 0.0f && !integral && ax != __builtin_inf() ? __builtin_nanf("") : r;
+  r = (x != x || y != y) ? (float)(x + y) : r;
+  r = (x == -1.0f && ay == __builtin_inf()) ? 1.0f : r;
+  return (y == 0.0 || x == 1.0f) ? 1.0f : r;
 }
 
 #endif /* OPENREG_ENGINE_MATH_H */
