@@ -363,8 +363,8 @@ MATH_INLINE double m_pow_nonneg_f64(double x, double y) {
 
 /* ---- sin, cos, tan (double; float32 rounds the double result) ----
  * x = k pi/2 + r with |r| <= pi/4: k = rint(x 2/pi), r from pi/2 split in
- * three parts (33, 33 and 53 bits, so k * part is exact for |k| < 2^20,
- * |x| below about 1.6e6; beyond that the reduction loses accuracy), then
+ * three parts (33, 33 and 53 bits, so k * part is exact for |k| < 2^20;
+ * from |x| = 2^20 on, m_reduce_pio2_wide), then
  * Taylor series of sin and cos on r, to r^21 and r^20. */
 MATH_INLINE double m_sin_poly(double r) {
   const double z = r * r;
@@ -396,10 +396,78 @@ MATH_INLINE double m_cos_poly(double r) {
   return 1.0 + z * p;
 }
 
+/* 2/pi in 24-bit pieces: 2/pi = sum of M_TWO_OVER_PI[j] 2^(-24 (j + 1)), 1152 bits. */
+static const uint32_t M_TWO_OVER_PI[48] = {
+    0xa2f983, 0x6e4e44, 0x1529fc, 0x2757d1, 0xf534dd, 0xc0db62, 0x95993c, 0x439041,
+    0xfe5163, 0xabdebb, 0xc561b7, 0x246e3a, 0x424dd2, 0xe00649, 0x2eea09, 0xd1921c,
+    0xfe1deb, 0x1cb129, 0xa73ee8, 0x8235f5, 0x2ebb44, 0x84e99c, 0x7026b4, 0x5f7e41,
+    0x3991d6, 0x398353, 0x39f49c, 0x845f8b, 0xbdf928, 0x3b1ff8, 0x97ffde, 0x05980f,
+    0xef2f11, 0x8b5a0a, 0x6d1f6d, 0x367ecf, 0x27cb09, 0xb74f46, 0x3f669e, 0x5fea2d,
+    0x7527ba, 0xc7ebe5, 0xf17b3d, 0x0739f7, 0x8a5292, 0xea6bfb, 0x5fb11f, 0x8d5d08,
+};
+
+/* hi + lo = a + b exactly (Knuth's two-sum). */
+MATH_INLINE void m_two_sum(double a, double b, double *hi, double *lo) {
+  const double s = a + b;
+  const double bb = s - a;
+  *hi = s;
+  *lo = (a - (s - bb)) + (b - bb);
+}
+
+/*
+ * x = k pi/2 + r for a finite |x| >= 2^20, where the three-part reduction of
+ * m_sincos_f64 loses its exactness (Payne and Hanek's method): x split into a
+ * 26-bit and a 27-bit part, each times 24-bit pieces of 2/pi is exact; the
+ * pieces whose products are multiples of 4 are skipped, each other product is
+ * taken mod 4 (exactly) and the eight that matter are summed in double-double.
+ * Returns r (|r| <= pi/4 or a hair above) and sets *k to k mod 4.
+ */
+__attribute__((noinline)) static double m_reduce_pio2_wide(double x, int64_t *k) {
+  const uint64_t bits = m_f64_bits(x);
+  const int e = (int)((bits >> 52) & 0x7ff) - 1023;
+  /* |x| = m 2^e with m in [1, 2); the pieces carry the 2^e (so no product underflows) */
+  const double m = m_f64_from_bits((bits & 0xfffffffffffffull) | 0x3ff0000000000000ull);
+  const double xh = m_f64_from_bits(m_f64_bits(m) & ~((1ull << 27) - 1));
+  const double xl = m - xh;
+  /* xl's products with pieces below j0 are multiples of 4 (xh's from a lower j on) */
+  const int j0 = e >= 78 ? (e - 78) / 24 + 1 : 0;
+  double hi = 0.0, lo = 0.0;
+  for (int j = j0; j < j0 + 8 && j < 48; j++) {
+    const double piece = (double)M_TWO_OVER_PI[j] * m_f64_from_bits((uint64_t)(1023 + e - 24 * (j + 1)) << 52);
+    const double parts[2] = {xh * piece, xl * piece};
+    for (int i = 0; i < 2; i++) {
+      const double t = parts[i] - 4.0 * __builtin_floor(parts[i] * 0.25);
+      double s, err;
+      m_two_sum(hi, t, &s, &err);
+      hi = s - 4.0 * __builtin_floor(s * 0.25); /* exact: s's bits from 2^1 down stay */
+      lo += err;
+    }
+  }
+  const double q = __builtin_rint(hi + lo);
+  double fh, fl;
+  m_two_sum(hi - q, lo, &fh, &fl);
+  /* r = f pi/2, with pi/2 in two parts */
+  double r = fh * 1.5707963267948966 + (fh * 6.123233995736766e-17 + fl * 1.5707963267948966);
+  int64_t n = (int64_t)q & 3;
+  if (x < 0.0) {
+    r = -r;
+    n = (4 - n) & 3;
+  }
+  *k = n;
+  return r;
+}
+
 /* sin (quadrant q = 0) or cos (q = 1) of x. */
 MATH_INLINE double m_sincos_f64(double x, int64_t q) {
   if (!(__builtin_fabs(x) < __builtin_inf())) {
     return x - x; /* NaN for NaN and +-inf */
+  }
+  if (__builtin_fabs(x) >= 1048576.0) {
+    int64_t k;
+    const double r = m_reduce_pio2_wide(x, &k);
+    const int64_t n = (k + q) & 3;
+    const double v = (n & 1) ? m_cos_poly(r) : m_sin_poly(r);
+    return (n & 2) ? -v : v;
   }
   const double k = __builtin_rint(x * 0.6366197723675814);
   const double r = ((x - k * 1.5707963267341256) - k * 6.077100506303966e-11) - k * 2.0222662487959506e-21;

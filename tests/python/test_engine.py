@@ -270,6 +270,22 @@ def test_trigonometry_is_accurate_over_a_wide_range():
         torch.testing.assert_close(fn(x.float().to("openreg")).cpu(), fn(x.float()), rtol=0, atol=1.2e-7)
 
 
+def test_trigonometry_of_huge_arguments_reduces_exactly():
+    # From 2^20 on the reduction by pi/2 takes 2/pi to 1152 bits: sin(1e300) is as exact as sin(1).
+    huge = torch.logspace(5, 308, 30001, dtype=torch.float64)
+    edges = torch.tensor([2.0**20, 2.0**20 - 1, 2.0**1023, torch.finfo(torch.float64).max, 1.4454398e20, 3e38])
+    x = torch.cat([huge, -huge, edges, -edges])
+    for dtype, atol in ((torch.float64, 5e-16), (torch.float32, 1.2e-7)):
+        xs = x.to(dtype)
+        xs = xs[torch.isfinite(xs)]
+        for fn in (torch.sin, torch.cos):
+            actual = fn(xs.to("openreg")).cpu()
+            torch.testing.assert_close(actual, fn(xs), rtol=0, atol=atol)
+            assert actual.abs().max() <= 1
+        torch.testing.assert_close(torch.tan(xs.to("openreg")).cpu(), torch.tan(xs), rtol=4 * torch.finfo(dtype).eps,
+                                   atol=atol)
+
+
 @pytest.mark.parametrize("op", ["tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "softplus", "leaky_relu", "elu", "mish",
                                 "hardtanh", "sin", "cos", "tan"])
 def test_activation_gradients_run_on_the_device(op):
