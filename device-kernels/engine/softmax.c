@@ -100,6 +100,76 @@
 OR_DEFINE_SOFTMAX(F32, float, m_exp_f32, m_log_f32)
 OR_DEFINE_SOFTMAX(F64, double, m_exp_f64, m_log_f64)
 
+/* Adds v[0..n) into four double lanes (element j to lane j % 4), as line_*
+ * does: a last partial group adds +0.0 to its empty lanes, as line_*'s padding. */
+ALWAYS_INLINE void lane_sums_f32(const float *v, int64_t n, double sums[4]) {
+  const int64_t n4 = n & ~(int64_t)3;
+  UNROLL4 for (int64_t j = 0; j < n4; j += 4) {
+    for (int l = 0; l < 4; l++) sums[l] += (double)v[j + l];
+  }
+  if (n4 < n) {
+    for (int l = 0; l < 4; l++) sums[l] += n4 + l < n ? (double)v[n4 + l] : 0.0;
+  }
+}
+
+/*
+ * line_F32 for a line whose operands are all contiguous float32: the same
+ * arithmetic in the same order (bit for bit the same results), straight on
+ * device memory instead of through chunk buffers. Backward products go
+ * through `scratch` (OR_CHUNK floats) to be summed.
+ */
+static void line_contig_f32(const or_reduce *p, const float *in, const float *y, float *out) {
+  const int64_t n = p->sizes[0];
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+  float scratch[OR_CHUNK];
+  switch (p->op) {
+  case OR_SOFTMAX_SOFTMAX:
+  case OR_SOFTMAX_LOG_SOFTMAX: {
+    float mx[4] = {-__builtin_inff(), -__builtin_inff(), -__builtin_inff(), -__builtin_inff()};
+    const int64_t n4 = n & ~(int64_t)3;
+    UNROLL4 for (int64_t j = 0; j < n4; j += 4) {
+      for (int l = 0; l < 4; l++) mx[l] = (in[j + l] > mx[l] || in[j + l] != in[j + l]) ? in[j + l] : mx[l];
+    }
+    for (int64_t j = n4; j < n; j++) {
+      mx[j - n4] = (in[j] > mx[j - n4] || in[j] != in[j]) ? in[j] : mx[j - n4];
+    }
+    float max = mx[0];
+    for (int l = 1; l < 4; l++) max = (mx[l] > max || mx[l] != mx[l]) ? mx[l] : max;
+    if (p->op == OR_SOFTMAX_SOFTMAX) {
+      INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = m_exp_f32(in[j] - max);
+      lane_sums_f32(out, n, sums);
+      const float scale = 1.0f / (float)((sums[0] + sums[1]) + (sums[2] + sums[3]));
+      INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = out[j] * scale;
+    } else {
+      for (int64_t k = 0; k < n; k += OR_CHUNK) {
+        const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
+        INTERLEAVE2 for (int64_t j = 0; j < m; j++) scratch[j] = m_exp_f32(in[k + j] - max);
+        lane_sums_f32(scratch, m, sums);
+      }
+      const float log_total = m_log_f32((float)((sums[0] + sums[1]) + (sums[2] + sums[3])));
+      INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = (in[j] - max) - log_total;
+    }
+    return;
+  }
+  case OR_SOFTMAX_SOFTMAX_BACKWARD: {
+    for (int64_t k = 0; k < n; k += OR_CHUNK) {
+      const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
+      for (int64_t j = 0; j < m; j++) scratch[j] = in[k + j] * y[k + j];
+      lane_sums_f32(scratch, m, sums);
+    }
+    const float total = (float)((sums[0] + sums[1]) + (sums[2] + sums[3]));
+    INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = y[j] * (in[j] - total);
+    return;
+  }
+  default: { /* LOG_SOFTMAX_BACKWARD */
+    lane_sums_f32(in, n, sums);
+    const float total = (float)((sums[0] + sums[1]) + (sums[2] + sums[3]));
+    INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = in[j] - m_exp_f32(y[j]) * total;
+    return;
+  }
+  }
+}
+
 EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   or_reduce part = *params;
@@ -130,8 +200,14 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
   const char *y = backward ? device_ptr(p->data[OR_REDUCE_OUT1]) : in;
   char *out = device_ptr(p->data[OR_REDUCE_OUT0]);
   int64_t counter[OR_MAX_DIMS] = {0};
+  const int contig_f32 = p->compute == OR_COMPUTE_F32 && p->dtypes[OR_REDUCE_IN] == OR_F32 &&
+                         p->dtypes[OR_REDUCE_OUT0] == OR_F32 && p->strides[OR_REDUCE_IN][0] == 4 &&
+                         p->strides[OR_REDUCE_OUT0][0] == 4 &&
+                         (!backward || (p->dtypes[OR_REDUCE_OUT1] == OR_F32 && p->strides[OR_REDUCE_OUT1][0] == 4));
   for (;;) {
-    if (p->compute == OR_COMPUTE_F32) {
+    if (contig_f32) {
+      line_contig_f32(p, (const float *)in, (const float *)y, (float *)out);
+    } else if (p->compute == OR_COMPUTE_F32) {
       line_F32(p, in, y, out);
     } else {
       line_F64(p, in, y, out);

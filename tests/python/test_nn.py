@@ -57,6 +57,32 @@ def test_softmax_and_log_softmax(dtype, dim):
         _forward_backward(lambda t: fn(t.transpose(0, 2), dim), x, dtype=dtype)  # strided input
 
 
+@pytest.mark.parametrize("length", (1, 3, 4, 257, 1000))
+def test_contiguous_float32_lines_match_the_strided_path_bit_for_bit(length):
+    # Contiguous float32 lines take their own loops; a transposed copy of the same data takes the
+    # general chunked ones. Same arithmetic in the same order: the results must be equal, not close.
+    g = torch.Generator().manual_seed(length)
+    x = torch.randn(6, length, generator=g) * 8
+    x[1, 0] = float("-inf")
+    x[2, -1] = float("nan")
+    x[3] = float("-inf")
+    grad = torch.randn(6, length, generator=g)
+    contiguous, strided = x.to(DEV), x.t().contiguous().to(DEV).t()
+    grad_contiguous, grad_strided = grad.to(DEV), grad.t().contiguous().to(DEV).t()
+    assert length == 1 or not strided.is_contiguous()
+    for fn in (torch.softmax, torch.log_softmax):
+        a, b = fn(contiguous, 1), fn(strided, 1)
+        assert torch.equal(a.cpu().nan_to_num(7.0), b.cpu().nan_to_num(7.0)), fn.__name__
+        torch.testing.assert_close(a.cpu(), fn(x, 1), equal_nan=True)
+    y = torch.softmax(contiguous, 1)
+    for op in (torch.ops.aten._softmax_backward_data, torch.ops.aten._log_softmax_backward_data):
+        forward = y if op is torch.ops.aten._softmax_backward_data else torch.log_softmax(contiguous, 1)
+        a = op(grad_contiguous, forward, 1, torch.float32)
+        b = op(grad_strided, forward.t().contiguous().t(), 1, torch.float32)
+        assert torch.equal(a.cpu().nan_to_num(7.0), b.cpu().nan_to_num(7.0)), op
+        torch.testing.assert_close(a.cpu(), op(grad, forward.cpu(), 1, torch.float32), equal_nan=True)
+
+
 def test_softmax_edge_cases():
     for x in (torch.tensor(3.0), torch.empty(0, 4), torch.full((2, 3), float("-inf")), torch.tensor([[1e30, 0.0]])):
         for fn in (torch.softmax, torch.log_softmax):
