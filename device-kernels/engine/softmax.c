@@ -7,11 +7,16 @@
  * Forward: a pass for the line's maximum, one that sums exp(x - max) (and,
  * for softmax, writes it when out0 holds the compute type), one that writes
  * the result. Backward: a pass for the sum, one for the result. Maxima and
- * sums run in four lanes (element i in lane i % 4, sums in double) that
- * combine in a fixed order: the result depends only on the line, not on how
- * lines are split. Compiled for wasm32 and wasm64 with the rest of the engine.
+ * sums run in lanes (float32 sums: 16 lanes in double, element i in lane
+ * i % 16; float64: 4) that combine in a fixed order: the result depends only
+ * on the line, not on how lines are split or on its layout. Contiguous
+ * float32 lines take loops of their own (line_contig_f32), with the same
+ * arithmetic in the same order. Compiled for wasm32 and wasm64 with the rest
+ * of the engine.
  */
 #include "dtype.h"
+
+#include <wasm_simd128.h>
 
 /* Loop hints (see the contiguous loops of elementwise.c): wasmtime's epoch
  * check at each loop header makes a vector that lives across iterations (a
@@ -20,6 +25,82 @@
  * each lane's order of operations, so results do not change. */
 #define UNROLL4 _Pragma("clang loop unroll_count(4)")
 #define INTERLEAVE2 _Pragma("clang loop interleave_count(2)")
+
+/*
+ * Sums of float32 values in double, in OR_LANES lanes (element j to lane
+ * j % OR_LANES, each lane in order; a last partial group adds +0.0 to its
+ * empty lanes, as if the line were padded with zeros), combined pairwise in
+ * a fixed order. Sixteen independent lanes, because wasmtime's epoch check
+ * at the loop header sends every vector that lives across iterations through
+ * the stack: one accumulator would make each iteration wait for its own
+ * store and reload.
+ */
+#define OR_LANES 16
+
+ALWAYS_INLINE void lane_sums_F32(const float *v, int64_t n, double sums[OR_LANES]) {
+  v128_t s[OR_LANES / 2];
+  for (int l = 0; l < OR_LANES / 2; l++) s[l] = wasm_f64x2_make(sums[2 * l], sums[2 * l + 1]);
+  const int64_t n16 = n & ~(int64_t)(OR_LANES - 1);
+  for (int64_t j = 0; j < n16; j += OR_LANES) {
+    for (int q = 0; q < OR_LANES / 4; q++) {
+      const v128_t x = wasm_v128_load(v + j + 4 * q);
+      s[2 * q] = wasm_f64x2_add(s[2 * q], wasm_f64x2_promote_low_f32x4(x));
+      s[2 * q + 1] = wasm_f64x2_add(s[2 * q + 1], wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(x, x, 2, 3, 2, 3)));
+    }
+  }
+  for (int l = 0; l < OR_LANES / 2; l++) {
+    sums[2 * l] = wasm_f64x2_extract_lane(s[l], 0);
+    sums[2 * l + 1] = wasm_f64x2_extract_lane(s[l], 1);
+  }
+  if (n16 < n) {
+    for (int l = 0; l < OR_LANES; l++) sums[l] += n16 + l < n ? (double)v[n16 + l] : 0.0;
+  }
+}
+
+/* The total of the first `lanes` lanes (a power of 2): pairs, then pairs of pairs, ... */
+ALWAYS_INLINE double lanes_total(const double sums[OR_LANES], int lanes) {
+  double t[OR_LANES];
+  for (int l = 0; l < lanes; l++) t[l] = sums[l];
+  for (int w = lanes / 2; w >= 1; w /= 2) {
+    for (int l = 0; l < w; l++) t[l] = t[2 * l] + t[2 * l + 1];
+  }
+  return t[0];
+}
+
+/* float64 lines sum in four lanes. */
+#define OR_LANES_F32 OR_LANES
+#define OR_LANES_F64 4
+
+ALWAYS_INLINE void lane_sums_F64(const double *v, int64_t n, double sums[OR_LANES]) {
+  const int64_t n4 = n & ~(int64_t)3;
+  UNROLL4 for (int64_t j = 0; j < n4; j += 4) {
+    for (int l = 0; l < 4; l++) sums[l] += v[j + l];
+  }
+  if (n4 < n) {
+    for (int l = 0; l < 4; l++) sums[l] += n4 + l < n ? v[n4 + l] : 0.0;
+  }
+}
+
+/* The NaN-propagating maximum of v[0..n) (n >= 1), four lanes at a time. */
+ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
+  v128_t mx[4];
+  for (int q = 0; q < 4; q++) mx[q] = wasm_f32x4_splat(-__builtin_inff());
+  const int64_t n16 = n & ~(int64_t)15;
+  for (int64_t j = 0; j < n16; j += 16) {
+    for (int q = 0; q < 4; q++) {
+      const v128_t x = wasm_v128_load(v + j + 4 * q);
+      mx[q] = wasm_v128_bitselect(x, mx[q], wasm_v128_or(wasm_f32x4_gt(x, mx[q]), wasm_f32x4_ne(x, x)));
+    }
+  }
+  float lanes[16];
+  for (int q = 0; q < 4; q++) wasm_v128_store(lanes + 4 * q, mx[q]);
+  for (int64_t j = n16; j < n; j++) {
+    lanes[j - n16] = (v[j] > lanes[j - n16] || v[j] != v[j]) ? v[j] : lanes[j - n16];
+  }
+  float max = lanes[0];
+  for (int l = 1; l < 16; l++) max = (lanes[l] > max || lanes[l] != lanes[l]) ? lanes[l] : max;
+  return max;
+}
 
 #define OR_DEFINE_SOFTMAX(C, T, EXP, LOG)                                                              \
   static void line_##C(const or_reduce *p, const char *in, const char *y, char *out) {              \
@@ -30,10 +111,10 @@
     const uint32_t dy = p->dtypes[OR_REDUCE_OUT1];                                                   \
     T a[OR_CHUNK], b[OR_CHUNK];                                                                      \
     const int forward = p->op == OR_SOFTMAX_SOFTMAX || p->op == OR_SOFTMAX_LOG_SOFTMAX;              \
-    /* four independent maxima and sums (element j goes to lane j % 4), so     \
-     * the loops vectorize; lanes combine in a fixed order */                    \
+    /* four independent maxima, and sums in lanes (lane_sums_*), so the loops \
+     * vectorize; lanes combine in a fixed order */                            \
     T mx[4] = {-(T)__builtin_inf(), -(T)__builtin_inf(), -(T)__builtin_inf(), -(T)__builtin_inf()};  \
-    double sums[4] = {0.0, 0.0, 0.0, 0.0};                                                           \
+    double sums[OR_LANES] = {0.0};                                                                   \
     if (forward) {                                                                                   \
       for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                    \
         const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                       \
@@ -58,12 +139,9 @@
         load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
         for (int64_t j = 0; j < m; j++) a[j] = a[j] * b[j];                                          \
       }                                                                                              \
-      for (int64_t j = m; j < ((m + 3) & ~(int64_t)3); j++) a[j] = (T)0;                              \
-      UNROLL4 for (int64_t j = 0; j < m; j += 4) {                                                   \
-        for (int l = 0; l < 4; l++) sums[l] += (double)a[j + l];                                     \
-      }                                                                                              \
+      lane_sums_##C(a, m, sums);                                                                     \
     }                                                                                                \
-    const T total = (T)((sums[0] + sums[1]) + (sums[2] + sums[3]));                                  \
+    const T total = (T)lanes_total(sums, OR_LANES_##C);                                              \
     const T log_total = LOG(total);                                                                  \
     const T scale = (T)1 / total;                                                                    \
     for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                      \
@@ -100,18 +178,6 @@
 OR_DEFINE_SOFTMAX(F32, float, m_exp_f32, m_log_f32)
 OR_DEFINE_SOFTMAX(F64, double, m_exp_f64, m_log_f64)
 
-/* Adds v[0..n) into four double lanes (element j to lane j % 4), as line_*
- * does: a last partial group adds +0.0 to its empty lanes, as line_*'s padding. */
-ALWAYS_INLINE void lane_sums_f32(const float *v, int64_t n, double sums[4]) {
-  const int64_t n4 = n & ~(int64_t)3;
-  UNROLL4 for (int64_t j = 0; j < n4; j += 4) {
-    for (int l = 0; l < 4; l++) sums[l] += (double)v[j + l];
-  }
-  if (n4 < n) {
-    for (int l = 0; l < 4; l++) sums[l] += n4 + l < n ? (double)v[n4 + l] : 0.0;
-  }
-}
-
 /*
  * line_F32 for a line whose operands are all contiguous float32: the same
  * arithmetic in the same order (bit for bit the same results), straight on
@@ -120,33 +186,24 @@ ALWAYS_INLINE void lane_sums_f32(const float *v, int64_t n, double sums[4]) {
  */
 static void line_contig_f32(const or_reduce *p, const float *in, const float *y, float *out) {
   const int64_t n = p->sizes[0];
-  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+  double sums[OR_LANES] = {0.0};
   float scratch[OR_CHUNK];
   switch (p->op) {
   case OR_SOFTMAX_SOFTMAX:
   case OR_SOFTMAX_LOG_SOFTMAX: {
-    float mx[4] = {-__builtin_inff(), -__builtin_inff(), -__builtin_inff(), -__builtin_inff()};
-    const int64_t n4 = n & ~(int64_t)3;
-    UNROLL4 for (int64_t j = 0; j < n4; j += 4) {
-      for (int l = 0; l < 4; l++) mx[l] = (in[j + l] > mx[l] || in[j + l] != in[j + l]) ? in[j + l] : mx[l];
-    }
-    for (int64_t j = n4; j < n; j++) {
-      mx[j - n4] = (in[j] > mx[j - n4] || in[j] != in[j]) ? in[j] : mx[j - n4];
-    }
-    float max = mx[0];
-    for (int l = 1; l < 4; l++) max = (mx[l] > max || mx[l] != mx[l]) ? mx[l] : max;
+    const float max = max_f32(in, n);
     if (p->op == OR_SOFTMAX_SOFTMAX) {
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = m_exp_f32(in[j] - max);
-      lane_sums_f32(out, n, sums);
-      const float scale = 1.0f / (float)((sums[0] + sums[1]) + (sums[2] + sums[3]));
+      lane_sums_F32(out, n, sums);
+      const float scale = 1.0f / (float)lanes_total(sums, OR_LANES);
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = out[j] * scale;
     } else {
       for (int64_t k = 0; k < n; k += OR_CHUNK) {
         const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
         INTERLEAVE2 for (int64_t j = 0; j < m; j++) scratch[j] = m_exp_f32(in[k + j] - max);
-        lane_sums_f32(scratch, m, sums);
+        lane_sums_F32(scratch, m, sums);
       }
-      const float log_total = m_log_f32((float)((sums[0] + sums[1]) + (sums[2] + sums[3])));
+      const float log_total = m_log_f32((float)lanes_total(sums, OR_LANES));
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = (in[j] - max) - log_total;
     }
     return;
@@ -155,15 +212,15 @@ static void line_contig_f32(const or_reduce *p, const float *in, const float *y,
     for (int64_t k = 0; k < n; k += OR_CHUNK) {
       const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
       for (int64_t j = 0; j < m; j++) scratch[j] = in[k + j] * y[k + j];
-      lane_sums_f32(scratch, m, sums);
+      lane_sums_F32(scratch, m, sums);
     }
-    const float total = (float)((sums[0] + sums[1]) + (sums[2] + sums[3]));
+    const float total = (float)lanes_total(sums, OR_LANES);
     INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = y[j] * (in[j] - total);
     return;
   }
   default: { /* LOG_SOFTMAX_BACKWARD */
-    lane_sums_f32(in, n, sums);
-    const float total = (float)((sums[0] + sums[1]) + (sums[2] + sums[3]));
+    lane_sums_F32(in, n, sums);
+    const float total = (float)lanes_total(sums, OR_LANES);
     INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = in[j] - m_exp_f32(y[j]) * total;
     return;
   }
