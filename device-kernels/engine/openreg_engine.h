@@ -542,14 +542,17 @@ OR_STATIC_ASSERT(sizeof(or_random) == 48 + 24 * OR_MAX_DIMS + 8 * OR_MAX_ARGS, "
 /*
  * The `softmax` kernel: softmax-like ops along lines, on an or_reduce block
  * laid out as for scans (dimension 0 the line, nreduce 1) whose `op` is one
- * of these. Operands: out0 the result; `in` the input (forward) or the
- * gradient (backward); out1 the forward's output y (backward only, read).
+ * of these. Operands: out0 the result (for LOGSUMEXP, one element per line:
+ * its stride along the line is 0); `in` the input (forward) or the gradient
+ * (backward); out1 the forward's output y (backward only, read).
  */
 #define OR_SOFTMAX_OPS(X)                                                   \
   X(SOFTMAX)              /* exp(x - max) / sum(exp(x - max)) */           \
   X(LOG_SOFTMAX)          /* (x - max) - log(sum(exp(x - max))) */         \
   X(SOFTMAX_BACKWARD)     /* y * (g - sum(g * y)) */                       \
-  X(LOG_SOFTMAX_BACKWARD) /* g - exp(y) * sum(g) */
+  X(LOG_SOFTMAX_BACKWARD) /* g - exp(y) * sum(g) */                       \
+  X(LOGSUMEXP)            /* log(sum(exp(x - m))) + m, m the max (0 if +-inf), \
+                             written to out0's first element of the line */
 
 enum or_softmax_op {
 #define OR_SOFTMAX_ENUM(name) OR_SOFTMAX_##name,

@@ -6,7 +6,7 @@
  *
  * Forward: a pass for the line's maximum, one that sums exp(x - max) (and,
  * for softmax, writes it when out0 holds the compute type), one that writes
- * the result. Backward: a pass for the sum, one for the result. Maxima and
+ * the result (logsumexp: one value per line, after the second pass). Backward: a pass for the sum, one for the result. Maxima and
  * sums run in lanes (float32 sums: 16 lanes in double, element i in lane
  * i % 16; float64: 4) that combine in a fixed order: the result depends only
  * on the line, not on how lines are split or on its layout. Contiguous
@@ -110,7 +110,7 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
     const uint32_t di = p->dtypes[OR_REDUCE_IN], dout = p->dtypes[OR_REDUCE_OUT0];                   \
     const uint32_t dy = p->dtypes[OR_REDUCE_OUT1];                                                   \
     T a[OR_CHUNK], b[OR_CHUNK];                                                                      \
-    const int forward = p->op == OR_SOFTMAX_SOFTMAX || p->op == OR_SOFTMAX_LOG_SOFTMAX;              \
+    const int forward = p->op != OR_SOFTMAX_SOFTMAX_BACKWARD && p->op != OR_SOFTMAX_LOG_SOFTMAX_BACKWARD; \
     /* four independent maxima, and sums in lanes (lane_sums_*), so the loops \
      * vectorize; lanes combine in a fixed order */                            \
     T mx[4] = {-(T)__builtin_inf(), -(T)__builtin_inf(), -(T)__builtin_inf(), -(T)__builtin_inf()};  \
@@ -127,6 +127,9 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
     }                                                                                                \
     T max = mx[0];                                                                                   \
     for (int l = 1; l < 4; l++) max = (mx[l] > max || mx[l] != mx[l]) ? mx[l] : max;                 \
+    if (p->op == OR_SOFTMAX_LOGSUMEXP && (max == (T)__builtin_inf() || max == -(T)__builtin_inf())) { \
+      max = (T)0; /* as ATen's logsumexp: all -inf gives -inf, a +inf gives +inf */                  \
+    }                                                                                                \
     /* softmax writes exp(x - max) on its way when out0 holds the compute type */                    \
     const int keep = p->op == OR_SOFTMAX_SOFTMAX && dout == NATIVE_##C;                             \
     for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                      \
@@ -143,6 +146,11 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
     }                                                                                                \
     const T total = (T)lanes_total(sums, OR_LANES_##C);                                              \
     const T log_total = LOG(total);                                                                  \
+    if (p->op == OR_SOFTMAX_LOGSUMEXP) {                                                             \
+      a[0] = log_total + max;                                                                        \
+      store_row_##C(out, so, dout, a, 1);                                                            \
+      return;                                                                                        \
+    }                                                                                                \
     const T scale = (T)1 / total;                                                                    \
     for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                      \
       const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                         \
@@ -190,8 +198,12 @@ static void line_contig_f32(const or_reduce *p, const float *in, const float *y,
   float scratch[OR_CHUNK];
   switch (p->op) {
   case OR_SOFTMAX_SOFTMAX:
-  case OR_SOFTMAX_LOG_SOFTMAX: {
-    const float max = max_f32(in, n);
+  case OR_SOFTMAX_LOG_SOFTMAX:
+  case OR_SOFTMAX_LOGSUMEXP: {
+    float max = max_f32(in, n);
+    if (p->op == OR_SOFTMAX_LOGSUMEXP && (max == __builtin_inff() || max == -__builtin_inff())) {
+      max = 0.0f;
+    }
     if (p->op == OR_SOFTMAX_SOFTMAX) {
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = m_exp_f32(in[j] - max);
       lane_sums_F32(out, n, sums);
@@ -204,6 +216,10 @@ static void line_contig_f32(const or_reduce *p, const float *in, const float *y,
         lane_sums_F32(scratch, m, sums);
       }
       const float log_total = m_log_f32((float)lanes_total(sums, OR_LANES));
+      if (p->op == OR_SOFTMAX_LOGSUMEXP) {
+        out[0] = log_total + max;
+        return;
+      }
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = (in[j] - max) - log_total;
     }
     return;
@@ -259,7 +275,7 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
   int64_t counter[OR_MAX_DIMS] = {0};
   const int contig_f32 = p->compute == OR_COMPUTE_F32 && p->dtypes[OR_REDUCE_IN] == OR_F32 &&
                          p->dtypes[OR_REDUCE_OUT0] == OR_F32 && p->strides[OR_REDUCE_IN][0] == 4 &&
-                         p->strides[OR_REDUCE_OUT0][0] == 4 &&
+                         (p->strides[OR_REDUCE_OUT0][0] == 4 || p->op == OR_SOFTMAX_LOGSUMEXP) &&
                          (!backward || (p->dtypes[OR_REDUCE_OUT1] == OR_F32 && p->strides[OR_REDUCE_OUT1][0] == 4));
   for (;;) {
     if (contig_f32) {

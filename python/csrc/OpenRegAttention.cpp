@@ -5,9 +5,9 @@
 // "overrideable" (SDPBackend.OVERRIDEABLE) for what its kernel below handles
 // (4-d inputs with as many key/value heads as query heads, no dropout) and
 // "math" otherwise (ATen's composite of matmuls and softmax). The
-// overrideable forward keeps the log-sum-exp of each row, so its backward
-// recomputes the attention weights instead of storing them, as the flash and
-// memory-efficient kernels do on CUDA. Both are written over ATen ops that
+// overrideable forward returns the log-sum-exp of each row (the op's
+// contract) and stores no attention weights: its backward recomputes them
+// from the scores, as the flash and memory-efficient kernels do on CUDA. Both are written over ATen ops that
 // run on openreg; low-precision inputs compute in float32, as the math path
 // does, and results match it within its tolerances.
 
@@ -75,7 +75,7 @@ forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
   const auto bias = attn_bias.has_value() ? *attn_bias : at::Tensor();
   const auto attn = scores(q, k, bias, is_causal, scale_of(query, scale));
   const auto logsumexp = at::logsumexp(attn, -1);
-  const auto weights = at::exp(attn - logsumexp.unsqueeze(-1));
+  const auto weights = at::_softmax(attn, -1, false);
   const auto out = at::matmul(weights, v).to(query.scalar_type());
   const auto none = at::empty({0}, query.options().dtype(at::kLong));
   return {out,  logsumexp, none, none, c10::SymInt(query.size(-2)), c10::SymInt(key.size(-2)),
@@ -85,14 +85,15 @@ forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
          const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
-         const at::Tensor& logsumexp, const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double,
+         const at::Tensor& /*logsumexp*/, const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double,
          bool is_causal, const at::Tensor&, const at::Tensor&, std::optional<double> scale) {
   const auto compute = opmath(query.scalar_type());
   const auto q = query.to(compute), k = key.to(compute), v = value.to(compute);
   const auto dout = grad_out.to(compute), o = out.to(compute);
   const double s = scale_of(query, scale);
-  // The weights again, from the scores and the saved log-sum-exp.
-  const auto weights = at::exp(scores(q, k, attn_bias, is_causal, s) - logsumexp.to(compute).unsqueeze(-1));
+  // The weights again, from the scores (the softmax kernel in one launch; the
+  // saved log-sum-exp would take two, a subtraction and an exp).
+  const auto weights = at::_softmax(scores(q, k, attn_bias, is_causal, s), -1, false);
   const auto grad_v = at::matmul(weights.transpose(-2, -1), dout);
   const auto grad_weights = at::matmul(dout, v.transpose(-2, -1));
   const auto row_dot = (dout * o).sum(-1, /*keepdim=*/true);

@@ -103,12 +103,27 @@ std::string lower(const char* name) {
 std::string activity_label(const or_elementwise& block) {
   return block.op < OR_OP_COUNT ? lower(kNames[block.op]) : std::string();
 }
+constexpr std::array<const char*, OR_SOFTMAX_COUNT> kSoftmaxNames = {
+#define OR_SOFTMAX_NAME(name) #name,
+    OR_SOFTMAX_OPS(OR_SOFTMAX_NAME)
+#undef OR_SOFTMAX_NAME
+};
+template <const char* Name>
 std::string activity_label(const or_reduce& block) {
-  return block.op < OR_REDUCE_COUNT ? lower(kReduceNames[block.op]) : std::string();
+  // the softmax kernel takes an or_reduce block whose op is an or_softmax_op
+  if constexpr (Name == kSoftmax) {
+    return block.op < OR_SOFTMAX_COUNT ? lower(kSoftmaxNames[block.op]) : std::string();
+  } else {
+    return block.op < OR_REDUCE_COUNT ? lower(kReduceNames[block.op]) : std::string();
+  }
 }
-template <class Block>
-std::string activity_label(const Block&) {
-  return {};
+template <const char* Name, class Block>
+std::string activity_label(const Block& block) {
+  if constexpr (std::is_same_v<Block, or_elementwise>) {
+    return activity_label(block);
+  } else {
+    return {};
+  }
 }
 
 // Launches one engine kernel with `block` as its parameter block, whose
@@ -122,7 +137,7 @@ template <const char* Name, class Block>
 void launch(c10::DeviceIndex device, const Block& block, const uint32_t* pointers, size_t npointers,
             int64_t work) {
   rust::Slice<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(&block), sizeof(block));
-  const std::string label = recording_activity() ? activity_label(block) : std::string();
+  const std::string label = recording_activity() ? activity_label<Name>(block) : std::string();
   OPENREG_CHECK(openreg::launch_engine(device, current_stream(device).id(), engine_kernel<Name>(device), bytes,
                                        rust::Slice<const uint32_t>(pointers, npointers), parallel(work), label));
 }

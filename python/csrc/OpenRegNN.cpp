@@ -1,5 +1,5 @@
-// Neural-network ops. Softmax and log_softmax with their backward ops run
-// the engine's `softmax` kernel (one launch each). The others are written
+// Neural-network ops. Softmax and log_softmax with their backward ops, and
+// logsumexp, run the engine's `softmax` kernel (one launch each). The others are written
 // with device ops: nll_loss (so cross_entropy with class indices) with its
 // backward, for 2-d (nll_loss) and spatial (nll_loss2d) inputs; layer and
 // batch normalization with their backward ops; the dense embedding gradient
@@ -23,6 +23,7 @@
 #include <ATen/ops/_log_softmax_meta.h>
 #include <ATen/ops/_softmax_backward_data_meta.h>
 #include <ATen/ops/_softmax_meta.h>
+#include <ATen/ops/logsumexp_native.h>
 #include <ATen/ops/nll_loss_backward_meta.h>
 #include <ATen/ops/nll_loss_forward_meta.h>
 #include <ATen/native/Pool.h>
@@ -103,6 +104,23 @@ Tensor softmax_entry(const Tensor& self, int64_t dim, bool half_to_float) {
   engine::launch_softmax(Log ? engine::OR_SOFTMAX_LOG_SOFTMAX : engine::OR_SOFTMAX_SOFTMAX, op.outputs_[0], self,
                          Tensor(), dim);
   return std::move(op.outputs_[0]);
+}
+
+// logsumexp over one dimension of a float32 or float64 tensor: one launch of
+// the softmax kernel (its maximum and exp-sum passes, one value per line).
+// Several dimensions, other dtypes, 0-d and empty tensors take ATen's
+// composite (max, exp, sum and log, each on the device).
+Tensor logsumexp_entry(const Tensor& self, at::IntArrayRef dims, bool keepdim) {
+  if (dims.size() != 1 || self.dim() == 0 || self.numel() == 0 ||
+      (self.scalar_type() != at::kFloat && self.scalar_type() != at::kDouble)) {
+    return at::native::logsumexp(self, dims, keepdim);
+  }
+  const int64_t dim = at::maybe_wrap_dim(dims[0], self.dim());
+  auto shape = self.sizes().vec();
+  shape[dim] = 1;
+  Tensor result = at::empty(shape, self.options());
+  engine::launch_softmax(engine::OR_SOFTMAX_LOGSUMEXP, result.expand(self.sizes()), self, Tensor(), dim);
+  return keepdim ? result : result.squeeze(dim);
 }
 
 // softmax: grad_input = y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g).
@@ -998,6 +1016,7 @@ Tensor max_pool2d_with_indices_backward_kernel(const Tensor& grad_output, const 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace openreg::nn;
+  m.impl("logsumexp", TORCH_FN(logsumexp_entry));
   m.impl("_softmax", TORCH_FN((softmax_entry<at::_ops::_softmax, false, at::meta::structured__softmax>)));
   m.impl("_log_softmax", TORCH_FN((softmax_entry<at::_ops::_log_softmax, true, at::meta::structured__log_softmax>)));
   m.impl("_softmax_backward_data",

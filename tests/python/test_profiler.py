@@ -145,3 +145,17 @@ def test_a_cpu_only_profile_records_no_device_activity_and_recording_stops_after
     prof = _device_profile(lambda: (x * 3).sum().item())
     names = [e.name for e in _device_events(prof)]
     assert "elementwise (mul)" in names and names.count("elementwise (mul)") == 1, names
+
+
+def test_softmax_kernel_launches_are_labelled_with_their_op():
+    x = torch.randn(64, 100, device="openreg", requires_grad=True)
+
+    def work():
+        y = torch.log_softmax(x, 1)
+        y.backward(torch.ones_like(y))
+        torch.softmax(x.detach(), 1)
+        torch.logsumexp(x.detach(), 1)
+
+    names = {e.name for e in _device_events(_device_profile(work))}
+    assert {"softmax (softmax)", "softmax (log_softmax)", "softmax (log_softmax_backward)",
+            "softmax (logsumexp)"} <= names, names

@@ -349,3 +349,27 @@ def test_sort_puts_nan_above_every_number():
     _check(lambda t: t.sort(dim=1, descending=True, stable=True), x)
     _check(lambda t: t.sort(), torch.tensor(2.0))
     _check(lambda t: t.topk(7), x)  # k larger than the dimension: CPU's error
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=str)
+def test_logsumexp_is_one_launch_and_matches_cpu_at_the_infinities(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(5, 7, 300, generator=g) * 10).to(dtype)
+    x[0, 0] = float("-inf")  # a line of -inf: -inf
+    x[1, 1, 3] = float("inf")  # a +inf: +inf
+    x[2, 2, 5] = float("nan")
+    x[3, :, 7] = float("-inf")
+    for dim in (0, 1, 2, -1):
+        for keepdim in (False, True):
+            with torch.openreg.fallback_policy("error"):
+                actual = torch.logsumexp(x.to("openreg"), dim, keepdim=keepdim).cpu()
+            torch.testing.assert_close(actual, torch.logsumexp(x, dim, keepdim=keepdim), equal_nan=True)
+    # one launch of the softmax kernel, not ATen's composite of eight
+    d = x.to("openreg")
+    torch.logsumexp(d, 2)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        torch.logsumexp(d, 2)
+        torch.openreg.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert kernels == ["softmax (logsumexp)"], kernels
