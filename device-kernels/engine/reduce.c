@@ -803,6 +803,24 @@ static void combine_column(uint32_t op, double *acc, const double *x, int64_t m)
  * stream well, and the accumulators (16 KiB) stay in the L1 cache. */
 #define OR_COLUMN_TILE 2048
 
+/* acc[j] += rows[0][j], then rows[1][j], ... (n rows, 1 to 4), in double. */
+static void add_rows_f32(double *acc, const float *const *rows, int n, int64_t m) {
+  int64_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    v128_t lo = wasm_v128_load(acc + j), hi = wasm_v128_load(acc + j + 2);
+    for (int r = 0; r < n; r++) {
+      const v128_t u = wasm_v128_load(rows[r] + j);
+      lo = wasm_f64x2_add(lo, wasm_f64x2_promote_low_f32x4(u));
+      hi = wasm_f64x2_add(hi, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)));
+    }
+    wasm_v128_store(acc + j, lo);
+    wasm_v128_store(acc + j + 2, hi);
+  }
+  for (; j < m; j++) {
+    for (int r = 0; r < n; r++) acc[j] += (double)rows[r][j];
+  }
+}
+
 /* Outputs [0, m) along dimension `o` (the first output dimension, contiguous
  * in the input), all reduced together. */
 static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m, int64_t count) {
@@ -818,17 +836,14 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
   int64_t counter[OR_MAX_DIMS] = {0};
   const char *row = in;
   const int f32_sum = dt == OR_F32 && es == 4 && (p->op == OR_REDUCE_SUM || p->op == OR_REDUCE_MEAN);
+  /* float32 sums take rows four at a time: each accumulator is loaded and
+   * stored once per four additions (made in the same order as one row at a
+   * time, so the result is the same) */
+  const float *rows[4];
+  int pending = 0;
   for (;;) {
     if (f32_sum) {
-      const float *x = (const float *)row;
-      int64_t j = 0;
-      for (; j + 4 <= m; j += 4) {
-        const v128_t u = wasm_v128_load(x + j);
-        wasm_v128_store(acc + j, wasm_f64x2_add(wasm_v128_load(acc + j), wasm_f64x2_promote_low_f32x4(u)));
-        wasm_v128_store(acc + j + 2, wasm_f64x2_add(wasm_v128_load(acc + j + 2),
-                                                    wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1))));
-      }
-      for (; j < m; j++) acc[j] += (double)x[j];
+      rows[pending++] = (const float *)row;
     } else {
       load_f64(buf, row, es, dt, m);
       combine_column(p->op, acc, buf, m);
@@ -841,6 +856,10 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
       }
       row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
       counter[d] = 0;
+    }
+    if (pending == 4 || (pending > 0 && d >= nr)) {
+      add_rows_f32(acc, rows, pending, m);
+      pending = 0;
     }
     if (d >= nr) {
       break;

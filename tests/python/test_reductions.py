@@ -373,3 +373,16 @@ def test_logsumexp_is_one_launch_and_matches_cpu_at_the_infinities(dtype):
         torch.openreg.synchronize()
     kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
     assert kernels == ["softmax (logsumexp)"], kernels
+
+
+@pytest.mark.parametrize("rows", (1, 3, 4, 5, 1031))
+def test_column_sums_are_the_sequential_fold_in_double(rows):
+    # Down columns, each output is added to in row order in double (rows are taken four at a
+    # time, which must not change that): equal to CPU's float64 cumsum's last row, rounded.
+    g = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 67, generator=g) * torch.logspace(-3, 3, 67)
+    expected = x.double().cumsum(0)[-1].float()
+    assert torch.equal(x.to("openreg").sum(0).cpu(), expected)
+    y = torch.randn(rows, 5, 8, generator=g)  # two reduced dimensions: rows come from an odometer
+    expected = y.double().reshape(-1, 8).cumsum(0)[-1].float()
+    assert torch.equal(y.to("openreg").sum((0, 1)).cpu(), expected)
