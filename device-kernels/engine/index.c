@@ -90,6 +90,46 @@ static void index_element(const or_index *p, char *const *ptr, uint32_t same_siz
   }
 }
 
+/*
+ * A row of the common gather (`x[idx]`, index_select, embedding, gather):
+ * one int64 index tensor, elements of 4 or 8 bytes on both sides. The same
+ * checks as index_element in loops of their own: with the generic element's
+ * switches gone, the core keeps many of the (cache-missing) indexed loads in
+ * flight. A row with one index for all its elements (index_select's and
+ * embedding's rows) checks it once and copies the row.
+ */
+#define OR_DEFINE_GATHER_ROW(NAME, U)                                                             \
+  static void NAME(const or_index *p, char *const *ptr, int64_t n) {                             \
+    const char *base = ptr[OR_INDEX_INDEXED];                                                     \
+    char *dst = ptr[OR_INDEX_DIRECT];                                                             \
+    const char *ip = ptr[2];                                                                      \
+    const int64_t sd = p->strides[OR_INDEX_DIRECT][0], sb = p->strides[OR_INDEX_INDEXED][0];      \
+    const int64_t si = p->strides[2][0];                                                          \
+    const int64_t size = p->indexed_sizes[0], stride = p->indexed_strides[0];                     \
+    const int64_t wrap = p->wrap ? size : 0;                                                      \
+    if (si == 0) {                                                                                \
+      int64_t idx = *(const int64_t *)ip;                                                         \
+      idx += idx < 0 ? wrap : 0;                                                                  \
+      if ((uint64_t)idx >= (uint64_t)size) {                                                      \
+        TRAP(); /* index out of range: the device-side check */                                  \
+      }                                                                                           \
+      const char *src = base + idx * stride;                                                      \
+      for (int64_t i = 0; i < n; i++) *(U *)(dst + i * sd) = *(const U *)(src + i * sb);          \
+      return;                                                                                     \
+    }                                                                                             \
+    for (int64_t i = 0; i < n; i++) {                                                             \
+      int64_t idx = *(const int64_t *)(ip + i * si);                                              \
+      idx += idx < 0 ? wrap : 0;                                                                  \
+      if ((uint64_t)idx >= (uint64_t)size) {                                                      \
+        TRAP();                                                                                   \
+      }                                                                                           \
+      *(U *)(dst + i * sd) = *(const U *)(base + i * sb + idx * stride);                          \
+    }                                                                                             \
+  }
+
+OR_DEFINE_GATHER_ROW(gather_row_4, uint32_t)
+OR_DEFINE_GATHER_ROW(gather_row_8, uint64_t)
+
 EXPORT(index) void index(const or_index *params, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   or_index part = *params;
@@ -130,15 +170,21 @@ EXPORT(index) void index(const or_index *params, int32_t worker, int32_t workers
   }
   int64_t counter[OR_MAX_DIMS] = {0};
   const int64_t n0 = p->sizes[0];
+  const int fast = p->op == OR_INDEX_GATHER && p->nindices == 1 && p->dtypes[2] == OR_I64 &&
+                   (same_size == 4 || same_size == 8);
   for (;;) {
-    char *row[OR_INDEX_OPERANDS];
-    for (uint32_t k = 0; k < nt; k++) {
-      row[k] = ptr[k];
-    }
-    for (int64_t i = 0; i < n0; i++) {
-      index_element(p, row, same_size);
+    if (fast) {
+      (same_size == 4 ? gather_row_4 : gather_row_8)(p, ptr, n0);
+    } else {
+      char *row[OR_INDEX_OPERANDS];
       for (uint32_t k = 0; k < nt; k++) {
-        row[k] += p->strides[k][0];
+        row[k] = ptr[k];
+      }
+      for (int64_t i = 0; i < n0; i++) {
+        index_element(p, row, same_size);
+        for (uint32_t k = 0; k < nt; k++) {
+          row[k] += p->strides[k][0];
+        }
       }
     }
     uint32_t d = 1;

@@ -211,3 +211,28 @@ def test_unique_runs_on_the_device_and_matches_cpu(dtype):
             for got, want in zip(a if isinstance(a, tuple) else (a,), e if isinstance(e, tuple) else (e,)):
                 torch.testing.assert_close(got.cpu(), want, equal_nan=True)
     assert torch.unique(torch.empty(0, device="openreg")).numel() == 0
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.int64, torch.int32, torch.float16), ids=str)
+def test_gathers_through_one_int64_index_match_cpu(dtype):
+    # 4- and 8-byte elements take the gather's own row loops (one index per element, or one per
+    # row for index_select and embedding); others, and int32 indices, the general one.
+    g = torch.Generator().manual_seed(5)
+    table = (torch.randn(50, 33, generator=g) * 100).to(dtype)
+    flat = table.flatten()
+    idx = torch.randint(-50, 50, (40,), generator=g)
+    cases = [
+        (lambda t, i: t.flatten()[i * 33 // 2], (flat, idx)),  # x[idx], negative indices wrap
+        (lambda t, i: t.index_select(0, i % 50), (table, idx)),  # rows
+        (lambda t, i: t.index_select(1, i % 33), (table, idx)),  # columns: strided rows
+        (lambda t, i: t.t()[:, i % 50], (table, idx)),  # a transposed source
+        (lambda t, i: torch.gather(t, 1, (i % 33).reshape(8, 5).repeat(7, 1)[:50]), (table, idx)),
+        (lambda t, i: t[i % 50, 3:20:2], (table, idx)),
+        (lambda t, i: t[i.to(torch.int32) % 50], (table, idx)),
+    ]
+    if dtype.is_floating_point:
+        cases.append((lambda t, i: torch.nn.functional.embedding(i % 50, t), (table, idx)))
+    for fn, (t, i) in cases:
+        with torch.openreg.fallback_policy("error"):
+            actual = fn(t.to("openreg"), i.to("openreg")).cpu()
+        assert torch.equal(actual, fn(t, i))
