@@ -96,6 +96,39 @@ def big(make, op, device, reps=9):
     return timed(run, reps)
 
 
+# Elementwise functions and line ops on 1M float32 (4 MiB: the data stays in cache on both sides,
+# so these measure the math, not page faults on fresh outputs).
+M = 1 << 20
+
+
+def _million(d):
+    return (torch.randn(M, generator=torch.Generator().manual_seed(0)).mul_(3).to(d),)
+
+
+def _rows(d):
+    return (torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0)).mul_(3).to(d),)
+
+
+FUNCTIONS = [
+    ("exp", _million, torch.exp),
+    ("log of |x|", _million, lambda x: torch.log(x.abs())),
+    ("tanh", _million, torch.tanh),
+    ("sigmoid", _million, torch.sigmoid),
+    ("silu", _million, torch.nn.functional.silu),
+    ("gelu (erf)", _million, torch.nn.functional.gelu),
+    ("gelu (tanh approximation)", _million, lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
+    ("erf", _million, torch.erf),
+    ("sin", _million, torch.sin),
+    ("atan", _million, torch.atan),
+    ("x ** 1.7 of |x|", _million, lambda x: x.abs() ** 1.7),
+    ("softmax over rows, 1024x1024", _rows, lambda x: torch.softmax(x, 1)),
+    ("logsumexp over rows, 1024x1024", _rows, lambda x: torch.logsumexp(x, 1)),
+    ("sum over dim 0, 1024x1024", _rows, lambda x: x.sum(0)),
+    ("x[idx], 256K of 1M by a random int64 index", lambda d: (_million(d)[0], torch.randint(0, M, (M // 4,)).to(d)),
+     lambda x, i: x[i]),
+]
+
+
 def _copy_into(d):
     src = torch.randn(N)  # pageable host memory
     return src, torch.empty(N, device=d)
@@ -322,6 +355,9 @@ def main():
     large = header.format(tail="slowest")
     for name, make, op in LARGE:
         large += row(name, big(make, op, "openreg"), big(make, op, "cpu"), None)
+    functions = header.format(tail="slowest")
+    for name, make, op in FUNCTIONS:
+        functions += row(name, big(make, op, "openreg", reps=15), big(make, op, "cpu", reps=15), None)
     user = ("| measurement | user op on openreg: median / {tail} | built-in op on openreg: median / {tail} | "
             "built-in op on CPU: median / {tail} | speed ratio (built-in / user, both openreg) |\n|---|---|---|---|---|\n")
     user = user.format(tail="p99 or slowest")
@@ -353,6 +389,8 @@ def main():
     text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
             f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"
             f"{trips}\nLarge tensors, time to the result (synchronized):\n\n{large}\n"
+            f"Elementwise functions and line ops on 1M float32 (synchronized; 4 MiB stays in cache on both sides):"
+            f"\n\n{functions}\n"
             f"Matrix products and training steps (synchronized; every op on the device):\n\n{training}\n"
             f"User kernels (`torch_openreg.kernels` ops from `examples/kernels/`) against built-in ops of the same "
             f"size; 1-element rows per op with p99, the others synchronized with the slowest run:\n\n{user}\n"

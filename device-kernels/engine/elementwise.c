@@ -263,8 +263,8 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(LEAKY_RELU_BACKWARD, 2, T, a > (T)0 ? b : b * A0)                                               \
   X(ELU_BACKWARD, 2, T, b <= (T)0 ? a * A2 * A0 * m_exp_##SUFFIX(b * A2) : a * A1)                     \
   X(ELU_BACKWARD_RESULT, 2, T, b <= (T)0 ? a * A2 * (b + A0) : a * A1)                                \
-  X(SIN, 1, T, (T)m_sin_f64((double)a))                                                               \
-  X(COS, 1, T, (T)m_cos_f64((double)a))                                                               \
+  X(SIN, 1, T, m_sin_fast_##SUFFIX(a))                                                                \
+  X(COS, 1, T, m_cos_fast_##SUFFIX(a))                                                                \
   X(ASIN, 1, T, m_asin_##SUFFIX(a))                                                                   \
   X(ACOS, 1, T, m_acos_##SUFFIX(a))                                                                   \
   X(ATAN, 1, T, m_atan_##SUFFIX(a))                                                                   \
@@ -274,7 +274,7 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(ASINH, 1, T, (T)m_asinh_f64((double)a))                                                           \
   X(ACOSH, 1, T, (T)m_acosh_f64((double)a))                                                           \
   X(ATANH, 1, T, (T)m_atanh_f64((double)a))                                                           \
-  X(TAN, 1, T, (T)m_tan_f64((double)a))                                                               \
+  X(TAN, 1, T, m_tan_fast_##SUFFIX(a))                                                                \
   X(POW, 2, T, m_pow_##SUFFIX(a, b))                                                                  \
   X(POW_SCALAR, 1, T, m_pow_##SUFFIX(a, args[0].f))                                                   \
   X(NAN_TO_NUM, 1, T, F_ISNAN(a) ? A0 : a == (T)__builtin_inf() ? A1 : a == -(T)__builtin_inf() ? A2 : a) \
@@ -511,6 +511,20 @@ OR_FLOAT_OPS(OR_LOOPS_F64, double, __builtin_sqrt, __builtin_floor, __builtin_ce
              __builtin_fabs, f64)
 OR_INT_OPS(OR_LOOPS_I64)
 
+/* sin, cos and tan for inputs the fast loops above cannot take (|x| >= 2^20,
+ * infinities, NaN): the same ops through math.h's exact reduction, branches
+ * and all. Engine-internal: a launch takes them when its inputs need them
+ * (needs_exact_trig). */
+#define OR_ARITY_SIN_EXACT 1
+#define OR_ARITY_COS_EXACT 1
+#define OR_ARITY_TAN_EXACT 1
+#define OR_EXACT_TRIG(C, T)                                      \
+  OR_LOOPS(C, T, SIN_EXACT, 1, T, (T)m_sin_f64((double)a))       \
+  OR_LOOPS(C, T, COS_EXACT, 1, T, (T)m_cos_f64((double)a))       \
+  OR_LOOPS(C, T, TAN_EXACT, 1, T, (T)m_tan_f64((double)a))
+OR_EXACT_TRIG(F32, float)
+OR_EXACT_TRIG(F64, double)
+
 /* WHERE with a bool condition (torch.where's own form): the condition is read
  * as bytes, the values as the compute type, without the converting loop. */
 #define OR_WHERE_BOOL(C, T)                                                                                       \
@@ -576,6 +590,46 @@ _Static_assert(0 OR_FLOAT_OPS(OR_COUNT_ONE, _, _, _, _, _, _, _, _) == OR_OP_COU
 _Static_assert(0 OR_INT_OPS(OR_COUNT_ONE) == OR_OP_COUNT, "int ops missing");
 
 static const uint32_t NATIVE[OR_COMPUTE_COUNT] = {OR_F32, OR_F64, OR_I64};
+
+#define OR_EXACT_ENTRY(C, NAME) {contig_##NAME##_##C, strided_##NAME##_##C, generic_##NAME##_##C, 1, NATIVE_##C}
+static const or_loops EXACT_TRIG[3][2] = {
+    {OR_EXACT_ENTRY(F32, SIN_EXACT), OR_EXACT_ENTRY(F64, SIN_EXACT)},
+    {OR_EXACT_ENTRY(F32, COS_EXACT), OR_EXACT_ENTRY(F64, COS_EXACT)},
+    {OR_EXACT_ENTRY(F32, TAN_EXACT), OR_EXACT_ENTRY(F64, TAN_EXACT)},
+};
+
+/* Whether operand 1 (of dtype `dt`, strides `st`) holds, in this launch's
+ * box, a value the fast sin/cos/tan cannot take: |x| >= 2^20, an infinity or
+ * a NaN. A read of the input, about a tenth of the cost of the function. */
+static int needs_exact_trig(const or_elementwise *p, const char *base, const int64_t *st, uint32_t dt) {
+  int64_t counter[OR_MAX_DIMS] = {0};
+  const int64_t n0 = p->sizes[0];
+  const char *row = base;
+  int wide = 0;
+  for (;;) {
+    if (dt == OR_F32 && st[0] == 4) {
+      const float *x = (const float *)row;
+      for (int64_t j = 0; j < n0; j++) wide |= !(__builtin_fabsf(x[j]) < 1048576.0f);
+    } else {
+      for (int64_t j = 0; j < n0; j++) wide |= !(__builtin_fabs(load_F64(row + j * st[0], dt)) < 1048576.0);
+    }
+    if (wide) {
+      return 1;
+    }
+    uint32_t d = 1;
+    for (; d < p->ndim; d++) {
+      row += st[d];
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      row -= st[d] * p->sizes[d];
+      counter[d] = 0;
+    }
+    if (d >= p->ndim) {
+      return 0;
+    }
+  }
+}
 
 
 /* Rows are cut into tiles of this many elements when an operand steps
@@ -736,6 +790,7 @@ EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worke
   if (p->ntensors != loops->arity + 1) {
     TRAP();
   }
+  const int trig = p->op == OR_OP_SIN ? 0 : p->op == OR_OP_COS ? 1 : p->op == OR_OP_TAN ? 2 : -1;
   const uint32_t nt = p->ntensors;
   const uint32_t ndim = p->ndim;
   const uint32_t native = NATIVE[p->compute];
@@ -772,6 +827,9 @@ EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worke
       dt[k] = p->dtypes[k];
       (void)dtype_size(dt[k]); /* traps on an unknown dtype */
     }
+  }
+  if (trig >= 0 && p->compute != OR_COMPUTE_I64 && needs_exact_trig(p, base[1], st[1], dt[1])) {
+    loops = &EXACT_TRIG[trig][p->compute == OR_COMPUTE_F64];
   }
   /* Choose the row loop once: the row strides are the same for every row.
    * Operands of the dtypes the loops read (`want`) take the contiguous loop

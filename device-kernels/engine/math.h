@@ -488,6 +488,72 @@ MATH_INLINE double m_tan_f64(double x) {
   return m_sincos_f64(x, 0) / m_sincos_f64(x, 1);
 }
 
+/*
+ * The same functions without branches, so loops over them vectorize: for
+ * finite |x| < 2^20 only (the three-part reduction; the elementwise engine
+ * checks its inputs and takes the functions above otherwise). The quadrant
+ * k mod 4 comes from the fraction of k / 4, in floating point (clang would
+ * convert k to an integer lane by lane); both polynomials are evaluated and
+ * the quadrant's chosen. float32 keeps the reduction in double and shortens
+ * the series to what a float result needs (to r^11 and r^12, below 2^-36).
+ */
+MATH_INLINE void m_sincos_fast_f64(double x, double *sin_x, double *cos_x) {
+  const double k = __builtin_rint(x * 0.6366197723675814);
+  const double r = ((x - k * 1.5707963267341256) - k * 6.077100506303966e-11) - k * 2.0222662487959506e-21;
+  const double s = m_sin_poly(r), c = m_cos_poly(r);
+  const double quarter = k * 0.25;
+  const double frac = quarter - __builtin_floor(quarter); /* 0, 1/4, 1/2 or 3/4 */
+  const int odd = frac == 0.25 || frac == 0.75;
+  const double sq = odd ? c : s, cq = odd ? -s : c;
+  *sin_x = frac >= 0.5 ? -sq : sq;
+  *cos_x = frac >= 0.5 ? -cq : cq;
+}
+
+MATH_INLINE void m_sincos_fast_f32(float xf, double *sin_x, double *cos_x) {
+  const double x = (double)xf;
+  const double k = __builtin_rint(x * 0.6366197723675814);
+  const double r = ((x - k * 1.5707963267341256) - k * 6.077100506303966e-11) - k * 2.0222662487959506e-21;
+  const double z = r * r;
+  double ps = 1.0 / 39916800.0;
+  ps = ps * z - 1.0 / 362880.0;
+  ps = ps * z + 1.0 / 5040.0;
+  ps = ps * z - 1.0 / 120.0;
+  ps = ps * z + 1.0 / 6.0;
+  const double s = r - r * z * ps;
+  double pc = 1.0 / 479001600.0;
+  pc = pc * z - 1.0 / 3628800.0;
+  pc = pc * z + 1.0 / 40320.0;
+  pc = pc * z - 1.0 / 720.0;
+  pc = pc * z + 1.0 / 24.0;
+  pc = pc * z - 0.5;
+  const double c = 1.0 + z * pc;
+  const double quarter = k * 0.25;
+  const double frac = quarter - __builtin_floor(quarter);
+  const int odd = frac == 0.25 || frac == 0.75;
+  const double sq = odd ? c : s, cq = odd ? -s : c;
+  *sin_x = frac >= 0.5 ? -sq : sq;
+  *cos_x = frac >= 0.5 ? -cq : cq;
+}
+
+#define OR_DEFINE_TRIG_FAST(S, T)                       \
+  MATH_INLINE T m_sin_fast_##S(T x) {                   \
+    double s, c;                                        \
+    m_sincos_fast_##S(x, &s, &c);                       \
+    return (T)s;                                        \
+  }                                                     \
+  MATH_INLINE T m_cos_fast_##S(T x) {                   \
+    double s, c;                                        \
+    m_sincos_fast_##S(x, &s, &c);                       \
+    return (T)c;                                        \
+  }                                                     \
+  MATH_INLINE T m_tan_fast_##S(T x) {                   \
+    double s, c;                                        \
+    m_sincos_fast_##S(x, &s, &c);                       \
+    return (T)(s / c);                                  \
+  }
+OR_DEFINE_TRIG_FAST(f32, float)
+OR_DEFINE_TRIG_FAST(f64, double)
+
 /* ---- inverse trigonometric and hyperbolic (double; float32 rounds the double result) ---- */
 
 #define M_PI_HI 3.14159265358979311600e+00
