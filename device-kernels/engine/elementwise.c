@@ -276,7 +276,7 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(ATANH, 1, T, (T)m_atanh_f64((double)a))                                                           \
   X(TAN, 1, T, m_tan_fast_##SUFFIX(a))                                                                \
   X(POW, 2, T, m_pow_##SUFFIX(a, b))                                                                  \
-  X(POW_SCALAR, 1, T, m_pow_##SUFFIX(a, args[0].f))                                                   \
+  X(POW_SCALAR, 1, T, m_pow_##SUFFIX(a, A0_F64))                                                   \
   X(NAN_TO_NUM, 1, T, F_ISNAN(a) ? A0 : a == (T)__builtin_inf() ? A1 : a == -(T)__builtin_inf() ? A2 : a) \
   X(HARDTANH_BACKWARD, 2, T, (b <= A0 || b >= A1) ? (T)0 : a)                                        \
   X(CLAMP_TENSOR, 3, T, F_ISNAN(b) ? b : F_ISNAN(c) ? c : F_ISNAN(a) ? a : F_MIN(F_MAX(a, b), c))      \
@@ -428,9 +428,11 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
     const T A0 = ARG_##C(args[0]);                                                                                    \
     const T A1 = ARG_##C(args[1]);                                                                                    \
     const T A2 = ARG_##C(args[2]);                                                                                    \
+    const double A0_F64 = args[0].f; /* a float exponent as given (pow) */                                           \
     (void)A0;                                                                                                         \
     (void)A1;                                                                                                         \
     (void)A2;                                                                                                         \
+    (void)A0_F64;                                                                                                     \
     RT *restrict out = (RT *)ptr[0];                                                                                  \
     const T *ia = (const T *)ptr[ARITY >= 1 ? 1 : 0];                                                                 \
     const T *ib = (const T *)ptr[ARITY >= 2 ? 2 : 0];                                                                 \
@@ -459,9 +461,11 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
     const T A0 = ARG_##C(args[0]);                                                                                    \
     const T A1 = ARG_##C(args[1]);                                                                                    \
     const T A2 = ARG_##C(args[2]);                                                                                    \
+    const double A0_F64 = args[0].f; /* a float exponent as given (pow) */                                           \
     (void)A0;                                                                                                         \
     (void)A1;                                                                                                         \
     (void)A2;                                                                                                         \
+    (void)A0_F64;                                                                                                     \
     for (int64_t j = 0; j < n; j++) {                                                                                 \
       const T a = ARITY >= 1 ? *(const T *)(ptr[1] + j * st[1]) : (T)0;                                              \
       const T b = ARITY >= 2 ? *(const T *)(ptr[2] + j * st[2]) : (T)0;                                              \
@@ -478,9 +482,11 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
     const T A0 = ARG_##C(args[0]);                                                                                    \
     const T A1 = ARG_##C(args[1]);                                                                                    \
     const T A2 = ARG_##C(args[2]);                                                                                    \
+    const double A0_F64 = args[0].f; /* a float exponent as given (pow) */                                           \
     (void)A0;                                                                                                         \
     (void)A1;                                                                                                         \
     (void)A2;                                                                                                         \
+    (void)A0_F64;                                                                                                     \
     T in[3][OR_CHUNK];                                                                                                \
     T res[OR_CHUNK];                                                                                                  \
     for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {                                                                    \

@@ -176,6 +176,13 @@ void pow_scalar_impl(TensorIteratorBase& iter, const Tensor& base, const Scalar&
         at::reciprocal_out(const_cast<Tensor&>(out), base);
         return;
       }
+      // -0.5 as CPU for float32 and float64: rsqrt, exactly (0.5 stays a pow
+      // there; float16 and bfloat16 take the pow, within their tolerance of
+      // CPU's own rounding)
+      if (e == -0.5 && (out.scalar_type() == at::kFloat || out.scalar_type() == at::kDouble)) {
+        at::rsqrt_out(const_cast<Tensor&>(out), base);
+        return;
+      }
     }
   }
   launch_elementwise(iter, OR_OP_POW_SCALAR, {exponent});
