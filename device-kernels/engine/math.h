@@ -207,18 +207,25 @@ MATH_INLINE float m_log_f32(float x) {
   return x != x ? x : y;
 }
 
-MATH_INLINE double m_log_f64(double x) {
-  const int sub = x < 2.2250738585072014e-308;
-  const double xs = sub ? x * 18014398509481984.0 : x; /* 2^54 */
-  const uint64_t u = m_f64_bits(xs);
-  int32_t e = (int32_t)((u >> 52) & 0x7ff) - 1023 - (sub ? 54 : 0);
+/* A normal double x as 2^e m with m in [sqrt(2)/2, sqrt(2)); f = m - 1 and
+ * s = f / (2 + f) (ln m = 2 atanh s), z = s^2. */
+MATH_INLINE void m_log_parts_f64(double x, int32_t *e, double *f, double *s, double *z) {
+  const uint64_t u = m_f64_bits(x);
   double m = m_f64_from_bits((u & 0xfffffffffffffull) | 0x3ff0000000000000ull);
   const int big = m > 1.4142135623730951;
   m = big ? m * 0.5 : m;
-  e += big;
-  const double f = m - 1.0;
-  const double s = f / (2.0 + f);
-  const double z = s * s;
+  *e = (int32_t)((u >> 52) & 0x7ff) - 1023 + big;
+  *f = m - 1.0;
+  *s = *f / (2.0 + *f);
+  *z = *s * *s;
+}
+
+MATH_INLINE double m_log_f64(double x) {
+  const int sub = x < 2.2250738585072014e-308;
+  int32_t e;
+  double f, s, z;
+  m_log_parts_f64(sub ? x * 18014398509481984.0 : x, &e, &f, &s, &z); /* 2^54: subnormals to normals */
+  e -= sub ? 54 : 0;
   double p = 1.0 / 23.0;
   p = p * z + 1.0 / 21.0;
   p = p * z + 1.0 / 19.0;
@@ -746,15 +753,9 @@ MATH_INLINE double m_pow_f64(double x, double y) {
  * double functions, with an error far below a float's ulp.
  */
 MATH_INLINE double m_pow_core_f32(double ax, double y) {
-  const uint64_t u = m_f64_bits(ax);
-  int32_t e = (int32_t)((u >> 52) & 0x7ff) - 1023; /* float inputs: never subnormal in double */
-  double m = m_f64_from_bits((u & 0xfffffffffffffull) | 0x3ff0000000000000ull);
-  const int big = m > 1.4142135623730951;
-  m = big ? m * 0.5 : m;
-  e += big;
-  const double f = m - 1.0;
-  const double s = f / (2.0 + f);
-  const double z = s * s;
+  int32_t e;
+  double f, s, z;
+  m_log_parts_f64(ax, &e, &f, &s, &z); /* float inputs: never subnormal in double */
   double p = 1.0 / 15.0;
   p = p * z + 1.0 / 13.0;
   p = p * z + 1.0 / 11.0;
