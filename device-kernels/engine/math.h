@@ -2,14 +2,16 @@
  * math.h: the elementary functions of the engine (a wasm module has no libm).
  *
  * Every function is written for this engine: range reduction plus a
- * polynomial, in the precision of its type (float32 functions in float32
- * arithmetic, with selects instead of branches where it lets clang vectorize
- * a loop). Accuracy: a few ulp, within what PyTorch's OpInfo tests allow
- * for CPU results (tests/python/test_engine.py compares with torch's CPU
- * kernels). Results depend only on the inputs: the same on
- * every host.
+ * polynomial, with selects instead of branches so that loops over it
+ * vectorize (the float32 polynomials are Chebyshev interpolants fitted for
+ * the engine, or Taylor series; sin, cos, tan, pow and the hyperbolic and
+ * inverse hyperbolic functions of float32 compute in double and round once).
+ * Accuracy: a few ulp, within what PyTorch's OpInfo tests allow for CPU
+ * results (tests/python/test_engine.py measures ulp against float64 and
+ * compares with torch's CPU kernels). Results depend only on the inputs: the
+ * same on every host.
  *
- * Included by elementwise.c only.
+ * Included by every kernel family through dtype.h.
  */
 #ifndef OPENREG_ENGINE_MATH_H
 #define OPENREG_ENGINE_MATH_H

@@ -6,9 +6,10 @@
  *
  * Forward: a pass for the line's maximum, one that sums exp(x - max) (and,
  * for softmax, writes it when out0 holds the compute type), one that writes
- * the result (logsumexp: one value per line, after the second pass). Backward: a pass for the sum, one for the result. Maxima and
- * sums run in lanes (float32 sums: 16 lanes in double, element i in lane
- * i % 16; float64: 4) that combine in a fixed order: the result depends only
+ * the result (logsumexp: one value per line, after the second pass).
+ * Backward: a pass for the sum, one for the result. Maxima and sums run in
+ * lanes (float32 sums: 16 lanes in double, element i in lane i % 16;
+ * float64: 4) that combine in a fixed order: the result depends only
  * on the line, not on how lines are split or on its layout. Contiguous
  * float32 lines take loops of their own (line_contig_f32), with the same
  * arithmetic in the same order. Compiled for wasm32 and wasm64 with the rest
@@ -252,7 +253,8 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
     TRAP();
   }
   /* Lines are split, never a line. */
-  if (workers > 1 && p->ndim > 1 && !RESTRICT_BOX(part, OR_REDUCE_OPERANDS, split_dim(part.sizes, 1, part.ndim), worker, workers)) {
+  if (workers > 1 && p->ndim > 1 &&
+      !RESTRICT_BOX(part, OR_REDUCE_OPERANDS, split_dim(part.sizes, 1, part.ndim), worker, workers)) {
     return;
   }
   if (workers > 1 && p->ndim == 1 && worker > 0) {

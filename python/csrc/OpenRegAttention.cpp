@@ -7,9 +7,10 @@
 // "math" otherwise (ATen's composite of matmuls and softmax). The
 // overrideable forward returns the log-sum-exp of each row (the op's
 // contract) and stores no attention weights: its backward recomputes them
-// from the scores, as the flash and memory-efficient kernels do on CUDA. Both are written over ATen ops that
-// run on openreg; low-precision inputs compute in float32, as the math path
-// does, and results match it within its tolerances.
+// from the scores, as the flash and memory-efficient kernels do on CUDA.
+// Both are written over ATen ops that run on openreg; low-precision inputs
+// compute in float32, as the math path does, and results match it within
+// its tolerances.
 
 #include <cmath>
 #include <limits>

@@ -1,6 +1,6 @@
 // Neural-network ops. Softmax and log_softmax with their backward ops, and
-// logsumexp, run the engine's `softmax` kernel (one launch each). The others are written
-// with device ops: nll_loss (so cross_entropy with class indices) with its
+// logsumexp, run the engine's `softmax` kernel (one launch each). The others
+// are written with device ops: nll_loss (so cross_entropy with class indices) with its
 // backward, for 2-d (nll_loss) and spatial (nll_loss2d) inputs; layer and
 // batch normalization with their backward ops; the dense embedding gradient
 // and max_norm renormalization; dropout's backward; isposinf/isneginf; 1-d
