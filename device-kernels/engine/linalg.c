@@ -47,6 +47,42 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
   return x < y ? x : y;
 }
 
+/* Packing float32 slivers with SIMD (the common layouts; small products
+ * spend as long packing as multiplying when it is element by element). */
+
+/* dst[q * R + i] = rows[i][q] for q < 4: four steps of an R-high sliver
+ * (R = 6 or 8) from R rows contiguous along k. */
+ALWAYS_INLINE void pack4_rows_f32(float *dst, const float *const *rows, int R) {
+  for (int g = 0; g + 4 <= R; g += 4) {
+    const v128_t v0 = wasm_v128_load(rows[g]), v1 = wasm_v128_load(rows[g + 1]);
+    const v128_t v2 = wasm_v128_load(rows[g + 2]), v3 = wasm_v128_load(rows[g + 3]);
+    const v128_t a = wasm_i32x4_shuffle(v0, v1, 0, 4, 1, 5), b = wasm_i32x4_shuffle(v0, v1, 2, 6, 3, 7);
+    const v128_t c = wasm_i32x4_shuffle(v2, v3, 0, 4, 1, 5), d = wasm_i32x4_shuffle(v2, v3, 2, 6, 3, 7);
+    wasm_v128_store(dst + g, wasm_i32x4_shuffle(a, c, 0, 1, 4, 5));
+    wasm_v128_store(dst + R + g, wasm_i32x4_shuffle(a, c, 2, 3, 6, 7));
+    wasm_v128_store(dst + 2 * R + g, wasm_i32x4_shuffle(b, d, 0, 1, 4, 5));
+    wasm_v128_store(dst + 3 * R + g, wasm_i32x4_shuffle(b, d, 2, 3, 6, 7));
+  }
+  if (R % 4 == 2) { /* the last two rows, 8 bytes per step */
+    const v128_t v4 = wasm_v128_load(rows[R - 2]), v5 = wasm_v128_load(rows[R - 1]);
+    const v128_t lo = wasm_i32x4_shuffle(v4, v5, 0, 4, 1, 5), hi = wasm_i32x4_shuffle(v4, v5, 2, 6, 3, 7);
+    wasm_v128_store64_lane(dst + R - 2, lo, 0);
+    wasm_v128_store64_lane(dst + 2 * R - 2, lo, 1);
+    wasm_v128_store64_lane(dst + 3 * R - 2, hi, 0);
+    wasm_v128_store64_lane(dst + 4 * R - 2, hi, 1);
+  }
+}
+
+/* dst[0..R) = col[0..R) for R = 6 or 8. */
+ALWAYS_INLINE void copy_sliver_step_f32(float *dst, const float *col, int R) {
+  wasm_v128_store(dst, wasm_v128_load(col));
+  if (R == 8) {
+    wasm_v128_store(dst + 4, wasm_v128_load(col + 4));
+  } else {
+    wasm_v128_store64_lane(dst + 4, wasm_v128_load64_zero(col + 4), 0);
+  }
+}
+
 /* One step of the register tile: row r's two accumulators += a[r] * (b0, b1). */
 #define OR_GEMM_STEP(r)                               \
   {                                                   \
@@ -78,12 +114,27 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
     for (int64_t r0 = 0; r0 < rows; r0 += R) {                                                                  \
       const int64_t r = min_i64(R, rows - r0);                                                                  \
       const char *base = src + r0 * rs;                                                                         \
+      const int simd = L == 4 && dtype == NATIVE_##C && r == R && (R == 6 || R == 8);                             \
       if (dtype == NATIVE_##C && rs == (int64_t)sizeof(T)) { /* contiguous columns: r elements per step */      \
         for (int64_t p = 0; p < depth; p++) {                                                                   \
           const T *col = (const T *)(base + p * cs);                                                            \
           T *d = dst + p * R;                                                                                   \
+          if (simd) {                                                                                           \
+            copy_sliver_step_f32((float *)d, (const float *)col, (int)R);                                       \
+            continue;                                                                                           \
+          }                                                                                                     \
           for (int64_t i = 0; i < r; i++) d[i] = col[i];                                                        \
           for (int64_t i = r; i < R; i++) d[i] = (T)0;                                                          \
+        }                                                                                                       \
+      } else if (simd && cs == (int64_t)sizeof(T)) { /* rows contiguous along k: 4 steps per transpose */       \
+        const float *rows[8];                                                                                   \
+        int64_t p = 0;                                                                                          \
+        for (; p + 4 <= depth; p += 4) {                                                                        \
+          for (int64_t i = 0; i < R; i++) rows[i] = (const float *)(base + i * rs) + p;                         \
+          pack4_rows_f32((float *)dst + p * R, rows, (int)R);                                                   \
+        }                                                                                                       \
+        for (; p < depth; p++) {                                                                                \
+          for (int64_t i = 0; i < R; i++) dst[p * R + i] = *(const T *)(base + i * rs + p * cs);                \
         }                                                                                                       \
       } else if (abs_i64(rs) < abs_i64(cs)) { /* the sliver's columns are the contiguous way */                 \
         for (int64_t p = 0; p < depth; p++) {                                                                   \
