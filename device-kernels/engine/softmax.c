@@ -82,7 +82,7 @@ ALWAYS_INLINE void lane_sums_F64(const double *v, int64_t n, double sums[OR_LANE
   }
 }
 
-/* The NaN-propagating maximum of v[0..n) (n >= 1), four lanes at a time. */
+/* The NaN-propagating maximum of v[0..n) (n >= 1), in four vectors (16 lanes) at a time. */
 ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
   v128_t mx[4];
   for (int q = 0; q < 4; q++) mx[q] = wasm_f32x4_splat(-__builtin_inff());
@@ -102,6 +102,10 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
   for (int l = 1; l < 16; l++) max = (lanes[l] > max || lanes[l] != lanes[l]) ? lanes[l] : max;
   return max;
 }
+
+/* logsumexp's shift: the line's maximum, or 0 when it is infinite, as
+ * ATen's logsumexp (all -inf gives -inf, a +inf gives +inf). */
+#define LSE_SHIFT(max) ((max) == __builtin_inf() || (max) == -__builtin_inf() ? 0 : (max))
 
 #define OR_DEFINE_SOFTMAX(C, T, EXP, LOG)                                                              \
   static void line_##C(const or_reduce *p, const char *in, const char *y, char *out) {              \
@@ -128,9 +132,7 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
     }                                                                                                \
     T max = mx[0];                                                                                   \
     for (int l = 1; l < 4; l++) max = (mx[l] > max || mx[l] != mx[l]) ? mx[l] : max;                 \
-    if (p->op == OR_SOFTMAX_LOGSUMEXP && (max == (T)__builtin_inf() || max == -(T)__builtin_inf())) { \
-      max = (T)0; /* as ATen's logsumexp: all -inf gives -inf, a +inf gives +inf */                  \
-    }                                                                                                \
+    max = p->op == OR_SOFTMAX_LOGSUMEXP ? LSE_SHIFT(max) : max;                                     \
     /* softmax writes exp(x - max) on its way when out0 holds the compute type */                    \
     const int keep = p->op == OR_SOFTMAX_SOFTMAX && dout == NATIVE_##C;                             \
     for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                      \
@@ -202,9 +204,7 @@ static void line_contig_f32(const or_reduce *p, const float *in, const float *y,
   case OR_SOFTMAX_LOG_SOFTMAX:
   case OR_SOFTMAX_LOGSUMEXP: {
     float max = max_f32(in, n);
-    if (p->op == OR_SOFTMAX_LOGSUMEXP && (max == __builtin_inff() || max == -__builtin_inff())) {
-      max = 0.0f;
-    }
+    max = p->op == OR_SOFTMAX_LOGSUMEXP ? LSE_SHIFT(max) : max;
     if (p->op == OR_SOFTMAX_SOFTMAX) {
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = m_exp_f32(in[j] - max);
       lane_sums_F32(out, n, sums);
