@@ -58,7 +58,8 @@ SMALL = [
     ("x.exp()", lambda d: (torch.ones(1, device=d),), torch.exp),
     ("x.sin()", lambda d: (torch.ones(1, device=d),), torch.sin),
     ("x.sinh()", lambda d: (torch.ones(1, device=d),), torch.sinh),
-    ("x.erfinv() (CPU fallback)", lambda d: (torch.full((1,), 0.5, device=d),), torch.erfinv),
+    ("x.erfinv()", lambda d: (torch.full((1,), 0.5, device=d),), torch.erfinv),
+    ("torch.special.i0e(x) (CPU fallback)", lambda d: (torch.full((1,), 0.5, device=d),), torch.special.i0e),
 ]
 
 # ---- blocking round trips: each one waits for the device ----

@@ -187,6 +187,46 @@ ALWAYS_INLINE double fma_f64(double a, double b, double c) {
 OR_DEFINE_ACTIVATIONS(float, f32)
 OR_DEFINE_ACTIVATIONS(double, f64)
 
+/* More ops as PyTorch's CPU kernels write them (BinaryOpsKernel.cpp,
+ * UnaryOpsKernel.cpp, Activation.cpp): log-add-exp, sinc, the regression
+ * losses. */
+#define K_PI 3.14159265358979323846
+#define OR_DEFINE_MORE_OPS(T, S, FABS)                                                      \
+  ALWAYS_INLINE T logaddexp_##S(T a, T b) {                                                 \
+    const T m = F_MAX(a, b);                                                                \
+    const T r = m + m_log1p_##S(m_exp_##S(-FABS(a - b)));                                   \
+    return (a == b && FABS(a) == (T)__builtin_inf()) ? a : r;                               \
+  }                                                                                         \
+  ALWAYS_INLINE T logaddexp2_##S(T a, T b) {                                                \
+    const T m = F_MAX(a, b);                                                                \
+    const T r = m + m_log1p_##S(m_exp2_##S(-FABS(a - b))) * (T)(1.0 / K_LN2);               \
+    return (a == b && FABS(a) == (T)__builtin_inf()) ? a : r;                               \
+  }                                                                                         \
+  ALWAYS_INLINE T sinc_##S(T a) {                                                           \
+    const T product = (T)K_PI * a;                                                          \
+    return a == (T)0 ? (T)1 : (T)m_sin_f64((double)product) / product;                      \
+  }                                                                                         \
+  ALWAYS_INLINE T smooth_l1_##S(T diff, T beta) {                                           \
+    const T z = FABS(diff);                                                                 \
+    return z < beta ? (T)0.5 * z * z / beta : z - (T)0.5 * beta;                            \
+  }                                                                                         \
+  ALWAYS_INLINE T smooth_l1_backward_##S(T x, T grad, T norm, T beta) {                     \
+    return x <= -beta ? -norm * grad : x >= beta ? norm * grad : norm * x * grad / beta;    \
+  }                                                                                         \
+  ALWAYS_INLINE T huber_##S(T diff, T delta) {                                              \
+    const T z = FABS(diff);                                                                 \
+    return z < delta ? (T)0.5 * z * z : delta * (z - (T)0.5 * delta);                       \
+  }                                                                                         \
+  ALWAYS_INLINE T huber_backward_##S(T x, T grad, T norm, T delta) {                        \
+    return x <= -delta ? -norm * grad * delta : x >= delta ? norm * grad * delta : norm * x * grad; \
+  }
+
+OR_DEFINE_MORE_OPS(float, f32, __builtin_fabsf)
+OR_DEFINE_MORE_OPS(double, f64, __builtin_fabs)
+
+#define m_signbit_f32(x) ((uint8_t)(m_f32_bits(x) >> 31))
+#define m_signbit_f64(x) ((uint8_t)(m_f64_bits(x) >> 63))
+
 /* Ops written the same way in every compute type T. */
 #define OR_COMMON_OPS(X, T)                                                                           \
   X(FILL, 0, T, A0)                                                                                   \
@@ -282,7 +322,45 @@ OR_DEFINE_ACTIVATIONS(double, f64)
   X(CLAMP_TENSOR, 3, T, F_ISNAN(b) ? b : F_ISNAN(c) ? c : F_ISNAN(a) ? a : F_MIN(F_MAX(a, b), c))      \
   X(SQUARED_DIFF, 2, T, (a - b) * (a - b))                                                            \
   X(MSE_BACKWARD, 3, T, A0 * (a - b) * c)                                                             \
-  X(MUL_ADD, 3, T, a * b + c)
+  X(MUL_ADD, 3, T, a * b + c)                                                                         \
+  X(LSHIFT, 2, T, (TRAP(), a))                                                                        \
+  X(RSHIFT, 2, T, (TRAP(), a))                                                                        \
+  X(ROUND_DECIMALS, 1, T, A1 != (T)0 ? FRINT(a / A0) * A0 : FRINT(a * A0) / A0)                       \
+  X(HARDSIGMOID, 1, T, F_MIN(F_MAX(a + (T)3, (T)0), (T)6) / (T)6)                                     \
+  X(HARDSIGMOID_BACKWARD, 2, T, (b > (T)-3 && b < (T)3) ? a * (T)(1.0 / 6.0) : (T)0)                  \
+  X(HARDSWISH, 1, T, a * F_MIN(F_MAX(a + (T)3, (T)0), (T)6) / (T)6)                                   \
+  X(HARDSWISH_BACKWARD, 2, T, b < (T)-3 ? (T)0 : b <= (T)3 ? a * (b / (T)3 + (T)0.5) : a)             \
+  X(HARDSHRINK, 1, T, (a >= -A0 && a <= A0) ? (T)0 : a)                                               \
+  X(SOFTSHRINK, 1, T, a > A0 ? a - A0 : a < -A0 ? a + A0 : a * (T)0)                                  \
+  X(SHRINK_BACKWARD, 2, T, (b >= -A0 && b <= A0) ? (T)0 : a)                                          \
+  X(GLU, 2, T, a * ((T)1 / ((T)1 + m_exp_##SUFFIX(-b))))                                              \
+  X(GLU_BACKWARD, 3, T, ((T)1 - a) * a * b * c)                                                       \
+  X(PRELU, 2, T, a > (T)0 ? a : b * a)                                                                \
+  X(PRELU_BACKWARD_INPUT, 3, T, a > (T)0 ? c : b * c)                                                 \
+  X(PRELU_BACKWARD_WEIGHT, 2, T, a > (T)0 ? (T)0 : a * b)                                             \
+  X(LOGADDEXP, 2, T, logaddexp_##SUFFIX(a, b))                                                        \
+  X(LOGADDEXP2, 2, T, logaddexp2_##SUFFIX(a, b))                                                      \
+  X(HYPOT, 2, T, m_hypot_##SUFFIX(a, b))                                                              \
+  X(COPYSIGN, 2, T, m_copysign_##SUFFIX(a, b))                                                        \
+  X(XLOGY, 2, T, F_ISNAN(b) ? b : a == (T)0 ? (T)0 : a * m_log_##SUFFIX(b))                          \
+  X(XLOG1PY, 2, T, F_ISNAN(b) ? b : a == (T)0 ? (T)0 : a * m_log1p_##SUFFIX(b))                      \
+  X(FRAC, 1, T, a - FTRUNC(a))                                                                        \
+  X(HEAVISIDE, 2, T, a == (T)0 ? b : (T)(a > (T)0))                                                   \
+  X(FMAX, 2, T, F_ISNAN(a) ? b : F_ISNAN(b) ? a : F_MAX(a, b))                                        \
+  X(FMIN, 2, T, F_ISNAN(a) ? b : F_ISNAN(b) ? a : F_MIN(a, b))                                        \
+  X(SIGNBIT, 1, uint8_t, m_signbit_##SUFFIX(a))                                                       \
+  X(GCD, 2, T, (TRAP(), a))                                                                           \
+  X(LCM, 2, T, (TRAP(), a))                                                                           \
+  X(SINC, 1, T, sinc_##SUFFIX(a))                                                                     \
+  X(SMOOTH_L1, 2, T, smooth_l1_##SUFFIX(a - b, A0))                                                   \
+  X(SMOOTH_L1_BACKWARD, 3, T, smooth_l1_backward_##SUFFIX(a - b, c, A0, A1))                          \
+  X(HUBER, 2, T, huber_##SUFFIX(a - b, A0))                                                           \
+  X(HUBER_BACKWARD, 3, T, huber_backward_##SUFFIX(a - b, c, A0, A1))                                  \
+  X(ERFC, 1, T, (T)m_erfc_f64((double)a))                                                             \
+  X(ERFINV, 1, T, (T)m_erfinv_f64((double)a))                                                         \
+  X(LGAMMA, 1, T, (T)m_lgamma_f64((double)a))                                                         \
+  X(DIGAMMA, 1, T, (T)m_digamma_f64((double)a))                                                      \
+  X(POLYGAMMA, 1, T, (T)m_polygamma_f64((double)A0, (double)a))
 
 /* Integer powers as CPU computes them: by squaring, wrapping; a negative
  * exponent gives 1 for base 1, +-1 for base -1, and 0 otherwise. */
@@ -299,6 +377,27 @@ static int64_t i_pow(int64_t base, int64_t exp) {
     e >>= 1;
   }
   return (int64_t)r;
+}
+
+/* gcd and lcm as CPU computes them (Euclid's algorithm on magnitudes). */
+static int64_t i_gcd(int64_t a, int64_t b) {
+  uint64_t x = a < 0 ? 0 - (uint64_t)a : (uint64_t)a;
+  uint64_t y = b < 0 ? 0 - (uint64_t)b : (uint64_t)b;
+  while (x != 0) {
+    const uint64_t t = x;
+    x = y % x;
+    y = t;
+  }
+  return (int64_t)y;
+}
+
+static int64_t i_lcm(int64_t a, int64_t b) {
+  const int64_t g = i_gcd(a, b);
+  if (g == 0) {
+    return 0;
+  }
+  const uint64_t m = (uint64_t)(a / g) * (uint64_t)b;
+  return (int64_t)m < 0 ? (int64_t)(0 - m) : (int64_t)m;
 }
 
 /* Integer ops, in int64 with wrapping arithmetic (through uint64). */
@@ -403,7 +502,45 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
   X(CLAMP_TENSOR, 3, int64_t, I_MIN(I_MAX(a, b), c))                                                 \
   X(SQUARED_DIFF, 2, int64_t, (TRAP(), a))                                                           \
   X(MSE_BACKWARD, 3, int64_t, (TRAP(), a))                                                           \
-  X(MUL_ADD, 3, int64_t, (TRAP(), a))
+  X(MUL_ADD, 3, int64_t, (TRAP(), a))                                                               \
+  X(LSHIFT, 2, int64_t, (b < 0 || b >= 64) ? 0 : I_WRAP(I_U(a) << b))                                \
+  X(RSHIFT, 2, int64_t, (b < 0 || b >= 64) ? (a < 0 ? -1 : 0) : a >> b)                              \
+  X(ROUND_DECIMALS, 1, int64_t, (TRAP(), a))                                                         \
+  X(HARDSIGMOID, 1, int64_t, (TRAP(), a))                                                            \
+  X(HARDSIGMOID_BACKWARD, 2, int64_t, (TRAP(), a))                                                   \
+  X(HARDSWISH, 1, int64_t, (TRAP(), a))                                                              \
+  X(HARDSWISH_BACKWARD, 2, int64_t, (TRAP(), a))                                                     \
+  X(HARDSHRINK, 1, int64_t, (TRAP(), a))                                                             \
+  X(SOFTSHRINK, 1, int64_t, (TRAP(), a))                                                             \
+  X(SHRINK_BACKWARD, 2, int64_t, (TRAP(), a))                                                        \
+  X(GLU, 2, int64_t, (TRAP(), a))                                                                    \
+  X(GLU_BACKWARD, 3, int64_t, (TRAP(), a))                                                           \
+  X(PRELU, 2, int64_t, (TRAP(), a))                                                                  \
+  X(PRELU_BACKWARD_INPUT, 3, int64_t, (TRAP(), a))                                                   \
+  X(PRELU_BACKWARD_WEIGHT, 2, int64_t, (TRAP(), a))                                                  \
+  X(LOGADDEXP, 2, int64_t, (TRAP(), a))                                                              \
+  X(LOGADDEXP2, 2, int64_t, (TRAP(), a))                                                             \
+  X(HYPOT, 2, int64_t, (TRAP(), a))                                                                  \
+  X(COPYSIGN, 2, int64_t, (TRAP(), a))                                                               \
+  X(XLOGY, 2, int64_t, (TRAP(), a))                                                                  \
+  X(XLOG1PY, 2, int64_t, (TRAP(), a))                                                                \
+  X(FRAC, 1, int64_t, (TRAP(), a))                                                                   \
+  X(HEAVISIDE, 2, int64_t, a == 0 ? b : (int64_t)(a > 0))                                            \
+  X(FMAX, 2, int64_t, I_MAX(a, b))                                                                   \
+  X(FMIN, 2, int64_t, I_MIN(a, b))                                                                   \
+  X(SIGNBIT, 1, uint8_t, a < 0)                                                                      \
+  X(GCD, 2, int64_t, i_gcd(a, b))                                                                    \
+  X(LCM, 2, int64_t, i_lcm(a, b))                                                                    \
+  X(SINC, 1, int64_t, (TRAP(), a))                                                                   \
+  X(SMOOTH_L1, 2, int64_t, (TRAP(), a))                                                              \
+  X(SMOOTH_L1_BACKWARD, 3, int64_t, (TRAP(), a))                                                     \
+  X(HUBER, 2, int64_t, (TRAP(), a))                                                                  \
+  X(HUBER_BACKWARD, 3, int64_t, (TRAP(), a))                                                         \
+  X(ERFC, 1, int64_t, (TRAP(), a))                                                                   \
+  X(ERFINV, 1, int64_t, (TRAP(), a))                                                                 \
+  X(LGAMMA, 1, int64_t, (TRAP(), a))                                                                 \
+  X(DIGAMMA, 1, int64_t, (TRAP(), a))                                                                \
+  X(POLYGAMMA, 1, int64_t, (TRAP(), a))
 
 /* ---- row loops ---- */
 

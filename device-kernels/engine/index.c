@@ -2,7 +2,9 @@
  * The indexing engine of `openreg.engine`: one kernel, `index`, that
  * gathers or scatters elements through index tensors (see openreg_engine.h):
  * advanced indexing (`x[idx]`, `x[idx] = v`, with accumulate), gather,
- * scatter, scatter_add, index_select and index_add.
+ * scatter (plain, adding, multiplying, keeping the extreme), index_select and
+ * index_add; and the kernels that place elements by position: `nonzero`,
+ * `positions` (arange, linspace, tril/triu) and `search` (searchsorted).
  *
  * The iteration space is walked in a fixed order, dimension 0 innermost, so
  * when several elements land on one place (scatter with repeated indices)
@@ -79,6 +81,19 @@ static void index_element(const or_index *p, char *const *ptr, uint32_t same_siz
       store_F64(indexed, di, load_F64(indexed, di) * load_F64(direct, dd));
     }
     return;
+  case OR_INDEX_SCATTER_MAX:
+  case OR_INDEX_SCATTER_MIN: {
+    const int max = p->op == OR_INDEX_SCATTER_MAX;
+    if (p->compute == OR_COMPUTE_I64) {
+      const int64_t a = load_I64(indexed, di), b = load_I64(direct, dd);
+      store_I64(indexed, di, (max ? b > a : b < a) ? b : a);
+    } else {
+      /* as CPU's scatter_reduce: a NaN source wins, a NaN already there stays */
+      const double a = load_F64(indexed, di), b = load_F64(direct, dd);
+      store_F64(indexed, di, (b != b || (max ? b > a : b < a)) ? b : a);
+    }
+    return;
+  }
   default: /* OR_INDEX_SCATTER_ADD */
     if (p->compute == OR_COMPUTE_I64) {
       const uint64_t v = (uint64_t)load_I64(indexed, di) + (uint64_t)p->args[0].i * (uint64_t)load_I64(direct, dd);
@@ -344,6 +359,83 @@ EXPORT(positions) void positions(const or_position *p, int32_t worker, int32_t w
       counter[d] = 0;
     }
     if (d < 0) {
+      return;
+    }
+  }
+}
+
+/* One binary search of CPU's searchsorted (cus_lower_bound / cus_upper_bound):
+ * the comparisons are written as CPU writes them, so NaN lands where it does
+ * there. */
+#define OR_DEFINE_SEARCH(S, T, LOAD)                                                        \
+  static int64_t search_##S(const char *line, int64_t stride, int64_t n, uint32_t dt, T v, \
+                            uint32_t right) {                                               \
+    int64_t lo = 0, hi = n;                                                                 \
+    while (lo < hi) {                                                                       \
+      const int64_t mid = lo + ((hi - lo) >> 1);                                            \
+      const T m = LOAD(line + mid * stride, dt);                                            \
+      if (right ? !(m > v) : !(m >= v)) {                                                   \
+        lo = mid + 1;                                                                       \
+      } else {                                                                              \
+        hi = mid;                                                                           \
+      }                                                                                     \
+    }                                                                                       \
+    return lo;                                                                              \
+  }
+OR_DEFINE_SEARCH(F, double, load_F64)
+OR_DEFINE_SEARCH(I, int64_t, load_I64)
+
+EXPORT(search) void search(const or_search *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  or_search part = *params;
+  const or_search *p = &part;
+  if (p->ndim < 1 || p->ndim > OR_MAX_DIMS || p->seq_len < 0 ||
+      (p->out_dtype != OR_I64 && p->out_dtype != OR_I32)) {
+    TRAP();
+  }
+  const uint32_t dt = p->dtype;
+  (void)dtype_size(dt); /* traps on an unknown dtype */
+  const int is_float = dt == OR_F32 || dt == OR_F64 || dt == OR_F16 || dt == OR_BF16;
+  if (workers > 1 && !RESTRICT_BOX(part, 3, split_dim(part.sizes, 0, part.ndim), worker, workers)) {
+    return;
+  }
+  for (uint32_t d = 0; d < p->ndim; d++) {
+    if (p->sizes[d] <= 0) {
+      return;
+    }
+  }
+  char *ptr[3];
+  for (uint32_t k = 0; k < 3; k++) {
+    ptr[k] = device_ptr(p->data[k]);
+  }
+  int64_t counter[OR_MAX_DIMS] = {0};
+  for (;;) {
+    for (int64_t i = 0; i < p->sizes[0]; i++) {
+      const char *value = ptr[OR_SEARCH_VALUES] + i * p->strides[OR_SEARCH_VALUES][0];
+      const char *line = ptr[OR_SEARCH_SEQ] + i * p->strides[OR_SEARCH_SEQ][0];
+      const int64_t pos = is_float ? search_F(line, p->seq_stride, p->seq_len, dt, load_F64(value, dt), p->right)
+                                   : search_I(line, p->seq_stride, p->seq_len, dt, load_I64(value, dt), p->right);
+      char *out = ptr[OR_SEARCH_OUT] + i * p->strides[OR_SEARCH_OUT][0];
+      if (p->out_dtype == OR_I64) {
+        *(int64_t *)out = pos;
+      } else {
+        *(int32_t *)out = (int32_t)pos;
+      }
+    }
+    uint32_t d = 1;
+    for (; d < p->ndim; d++) {
+      for (uint32_t k = 0; k < 3; k++) {
+        ptr[k] += p->strides[k][d];
+      }
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      for (uint32_t k = 0; k < 3; k++) {
+        ptr[k] -= p->strides[k][d] * p->sizes[d];
+      }
+      counter[d] = 0;
+    }
+    if (d >= p->ndim) {
       return;
     }
   }

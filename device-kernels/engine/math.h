@@ -265,11 +265,15 @@ MATH_INLINE double m_log1p_f64(double x) {
 
 /* ---- hyperbolic, logistic, error function ---- */
 
-/* tanh x = e / (e + 2) with e = expm1(2|x|), the sign of x; +-1 past 9 (float) / 19.1 (double). */
+/* tanh x = e / (e + 2) with e = expm1(2|x|), the sign of x; +-1 past 9 (float) / 19.1 (double).
+ * float32 takes q = 2 / (e + 2) once: e q / 2 for small |x|, 1 - q beyond (where e / (e + 2)
+ * would round to 1 while the true value is still a float below it). */
 MATH_INLINE float m_tanh_f32(float x) {
   const float ax = __builtin_fabsf(x);
   const float e = m_expm1_f32(2.0f * (ax < 9.0f ? ax : 9.0f));
-  const float t = ax > 9.0f ? 1.0f : e / (e + 2.0f);
+  const float q = 2.0f / (e + 2.0f);
+  float t = ax < 0.5f ? 0.5f * (e * q) : 1.0f - q;
+  t = ax > 9.0f ? 1.0f : t;
   return x != x ? x : m_copysign_f32(t, x);
 }
 
@@ -294,6 +298,17 @@ MATH_INLINE double m_sigmoid_f64(double x) {
   return 1.0 / (1.0 + m_exp_f64(-x));
 }
 
+/* erfc x for x >= 2 (to `terms` terms; 60 keep 1e-16 from 2 on, 150 from
+ * 1.2 on), from its continued fraction
+ * erfc x = e^-x^2 / sqrt(pi) / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...)))). */
+MATH_INLINE double m_erfc_tail_f64(double ax, int terms) {
+  double t = ax;
+  for (int k = terms; k >= 1; k--) {
+    t = ax + (0.5 * (double)k) / t;
+  }
+  return m_exp_f64(-ax * ax) * 0.56418958354775628695 / t; /* 1 / sqrt(pi) */
+}
+
 /* erf x: for |x| < 2 its Taylor series (alternating, terms below 1.2 in
  * size, so little cancellation); for |x| >= 2 from erfc's continued fraction
  * erfc x = e^-x^2 / sqrt(pi) / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...))));
@@ -316,12 +331,7 @@ MATH_INLINE double m_erf_f64(double x) {
     }
     return sum * 1.12837916709551257390; /* 2 / sqrt(pi) */
   }
-  double t = ax;
-  for (int k = 60; k >= 1; k--) {
-    t = ax + (0.5 * (double)k) / t;
-  }
-  const double erfc = m_exp_f64(-ax * ax) * 0.56418958354775628695 / t; /* 1 / sqrt(pi) */
-  return __builtin_copysign(1.0 - erfc, x);
+  return __builtin_copysign(1.0 - m_erfc_tail_f64(ax, 60), x);
 }
 
 /* erf x in float32, without branches (so loops over it vectorize): x P(x^2)
@@ -804,6 +814,271 @@ MATH_INLINE float m_pow_f32(float x, double y) {
   r = (x != x || y != y) ? (float)(x + y) : r;
   r = (x == -1.0f && ay == __builtin_inf()) ? 1.0f : r;
   return (y == 0.0 || x == 1.0f) ? 1.0f : r;
+}
+
+/* ---- special functions (double; float32 rounds the double result) ----
+ * Per element and with branches: they serve accuracy, not loop speed, so
+ * each is one out-of-line function instead of being copied into every loop. */
+#define MATH_SPECIAL static inline __attribute__((noinline))
+
+/* hypot for float32: the squares are exact in double, so one sqrt rounds
+ * (vectorizes); +inf when either is infinite, even against a NaN (C's rule). */
+MATH_INLINE float m_hypot_f32(float x, float y) {
+  const double dx = x, dy = y;
+  const float r = (float)__builtin_sqrt(dx * dx + dy * dy);
+  return (__builtin_fabsf(x) == __builtin_inff() || __builtin_fabsf(y) == __builtin_inff()) ? __builtin_inff() : r;
+}
+
+/* hypot in double: the larger magnitude times sqrt(1 + r^2), r = smaller /
+ * larger, so nothing overflows or underflows in between. */
+MATH_SPECIAL double m_hypot_f64(double x, double y) {
+  const double ax = __builtin_fabs(x), ay = __builtin_fabs(y);
+  if (ax == __builtin_inf() || ay == __builtin_inf()) {
+    return __builtin_inf();
+  }
+  if (ax != ax || ay != ay) {
+    return x + y;
+  }
+  const double big = ax < ay ? ay : ax;
+  const double small = ax < ay ? ax : ay;
+  if (big == 0.0) {
+    return 0.0;
+  }
+  const double r = small / big;
+  return big * __builtin_sqrt(1.0 + r * r);
+}
+
+/* erfc x: 1 - erf x while |x| < 1.2 (erfc(1.2) = 0.09, so the difference
+ * keeps 15 digits), the continued fraction beyond; erfc(-x) = 2 - erfc x. */
+MATH_SPECIAL double m_erfc_f64(double x) {
+  const double ax = __builtin_fabs(x);
+  if (!(ax >= 1.2)) {
+    return x != x ? x : 1.0 - m_erf_f64(x);
+  }
+  const double tail = m_erfc_tail_f64(ax, 150);
+  return x < 0.0 ? 2.0 - tail : tail;
+}
+
+/* erfinv y: a first guess from M. Giles' single-precision approximation
+ * ("Approximating the erfinv function", GPU Computing Gems Jade, 2011),
+ * then Newton steps, on erf x = y while |y| < 1/2 and on
+ * ln erfc x = ln(1 - |y|) beyond (1 - |y| is exact there, and the logarithm
+ * keeps the steps in scale far into the tail); +-inf at +-1, NaN past them. */
+MATH_SPECIAL double m_erfinv_f64(double y) {
+  const double ay = __builtin_fabs(y);
+  if (!(ay < 1.0)) {
+    return y != y ? y : ay == 1.0 ? m_copysign_f64(__builtin_inf(), y) : __builtin_nan("");
+  }
+  double w = -m_log_f64((1.0 - ay) * (1.0 + ay));
+  double p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+  } else {
+    w = __builtin_sqrt(w) - 3.0;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+  }
+  double x = p * ay;
+  const double two_over_sqrt_pi = 1.12837916709551257390;
+  if (ay < 0.5) {
+    for (int i = 0; i < 3; i++) {
+      x -= (m_erf_f64(x) - ay) / (two_over_sqrt_pi * m_exp_f64(-x * x));
+    }
+  } else {
+    const double target = m_log_f64(1.0 - ay);
+    for (int i = 0; i < 4; i++) {
+      const double c = m_erfc_f64(x);
+      /* g(x) = ln erfc x - target, g'(x) = -(2 / sqrt(pi)) e^-x^2 / erfc x */
+      x += (m_log_f64(c) - target) * c / (two_over_sqrt_pi * m_exp_f64(-x * x));
+    }
+  }
+  return m_copysign_f64(x, y);
+}
+
+/* ln Gamma(x) for x > 0: the recurrence Gamma(x) = Gamma(x + n) / (x (x + 1)
+ * ... (x + n - 1)) up to 15, then Stirling's series to its 1/x^13 term
+ * (the next is below 1e-19 there); exactly 0 at 1 and 2, as C's lgamma. */
+MATH_INLINE double m_lgamma_positive_f64(double x) {
+  if (x == 1.0 || x == 2.0) {
+    return 0.0;
+  }
+  double product = 1.0;
+  while (x < 15.0) {
+    product *= x;
+    x += 1.0;
+  }
+  const double z = 1.0 / (x * x);
+  double s = 1.0 / 156.0;
+  s = s * z - 691.0 / 360360.0;
+  s = s * z + 1.0 / 1188.0;
+  s = s * z - 1.0 / 1680.0;
+  s = s * z + 1.0 / 1260.0;
+  s = s * z - 1.0 / 360.0;
+  s = s * z + 1.0 / 12.0;
+  const double stirling = (x - 0.5) * m_log_f64(x) - x + 0.91893853320467274178 + s / x; /* ln sqrt(2 pi) */
+  return product == 1.0 ? stirling : stirling - m_log_f64(product);
+}
+
+/* x less its nearest integer, in [-1/2, 1/2]: exact, so sin(pi x) and
+ * tan(pi x) reduce without error (0 at the integers). */
+MATH_INLINE double m_frac_nearest_f64(double x) {
+  return x - __builtin_rint(x);
+}
+
+/* ln |Gamma(x)|: below 0 by the reflection Gamma(x) Gamma(1 - x) = pi / sin(pi x);
+ * +inf at the poles 0, -1, -2, ... and at +-inf. */
+MATH_SPECIAL double m_lgamma_f64(double x) {
+  if (x != x) {
+    return x;
+  }
+  if (__builtin_fabs(x) == __builtin_inf()) {
+    return __builtin_inf();
+  }
+  if (x > 0.0) {
+    return m_lgamma_positive_f64(x);
+  }
+  const double r = m_frac_nearest_f64(x);
+  if (r == 0.0) {
+    return __builtin_inf();
+  }
+  return m_log_f64(M_PI_HI / __builtin_fabs(m_sin_f64(M_PI_HI * r))) - m_lgamma_positive_f64(1.0 - x);
+}
+
+/* digamma (psi) x: the recurrence psi(x) = psi(x + 1) - 1/x up to 10, then
+ * the asymptotic series ln x - 1/(2x) - sum B_2k / (2k x^2k) to k = 7;
+ * below 0 by the reflection psi(x) = psi(1 - x) - pi / tan(pi x). As CPU:
+ * psi(+-0) = -+inf, NaN at the negative integers. */
+MATH_SPECIAL double m_digamma_f64(double x) {
+  if (x == 0.0) {
+    return m_copysign_f64(__builtin_inf(), -x);
+  }
+  if (x != x || x == __builtin_inf()) {
+    return x;
+  }
+  double acc = 0.0;
+  if (x < 0.0) {
+    const double r = m_frac_nearest_f64(x); /* tan has period pi */
+    if (r == 0.0) {
+      return __builtin_nan("");
+    }
+    acc = -M_PI_HI / m_tan_f64(M_PI_HI * r);
+    x = 1.0 - x;
+  }
+  while (x < 10.0) {
+    acc -= 1.0 / x;
+    x += 1.0;
+  }
+  const double z = 1.0 / (x * x);
+  double s = 1.0 / 12.0;
+  s = 691.0 / 32760.0 - z * s;
+  s = 1.0 / 132.0 - z * s;
+  s = 1.0 / 240.0 - z * s;
+  s = 1.0 / 252.0 - z * s;
+  s = 1.0 / 120.0 - z * s;
+  s = 1.0 / 12.0 - z * s;
+  return acc + (m_log_f64(x) - 0.5 / x - z * s);
+}
+
+/* trigamma (psi') x: the recurrence psi'(x) = psi'(x + 1) + 1/x^2 up to 10,
+ * then the asymptotic series 1/x + 1/(2x^2) + sum B_2k / x^(2k+1) to k = 7;
+ * below 1/2 by the reflection psi'(x) + psi'(1 - x) = pi^2 / sin^2(pi x)
+ * (+inf at the poles 0, -1, ...). */
+MATH_INLINE double m_trigamma_f64(double x) {
+  double acc = 0.0, sign = 1.0;
+  if (x < 0.5) {
+    const double s = m_sin_f64(M_PI_HI * m_frac_nearest_f64(x));
+    acc = M_PI_HI * M_PI_HI / (s * s);
+    sign = -1.0;
+    x = 1.0 - x;
+  }
+  double sum = 0.0;
+  while (x < 10.0) {
+    sum += 1.0 / (x * x);
+    x += 1.0;
+  }
+  const double z = 1.0 / (x * x);
+  double t = 7.0 / 6.0;
+  t = 691.0 / 2730.0 - z * t;
+  t = 5.0 / 66.0 - z * t;
+  t = 1.0 / 30.0 - z * t;
+  t = 1.0 / 42.0 - z * t;
+  t = 1.0 / 30.0 - z * t;
+  t = 1.0 / 6.0 - z * t;
+  sum += 1.0 / x + 0.5 * z + z * t / x;
+  return acc + sign * sum;
+}
+
+/* b^e for an integer e >= 0, by squaring. */
+MATH_INLINE double m_pow_int_f64(double b, int64_t e) {
+  double r = 1.0;
+  while (e > 0) {
+    r = (e & 1) ? r * b : r;
+    b *= b;
+    e >>= 1;
+  }
+  return r;
+}
+
+/* Hurwitz's zeta(s, q) = sum over k >= 0 of (q + k)^-s for an integer s >= 2:
+ * the terms below q + k = 10 + s summed, the rest by Euler-Maclaurin
+ * (a^(1-s) / (s-1) + a^-s / 2 + the Bernoulli terms to B_14). Terms more
+ * than 10^4 below zero are left out (they are below 10^-8 of the nearest). */
+MATH_INLINE double m_hurwitz_zeta_f64(double s, double q) {
+  static const double bernoulli[7] = {1.0 / 12.0, -1.0 / 720.0, 1.0 / 30240.0, -1.0 / 1209600.0,
+                                      1.0 / 47900160.0, -691.0 / 1307674368000.0, 1.0 / 74724249600.0};
+  if (q != q || q == __builtin_inf()) {
+    return q != q ? q : 0.0;
+  }
+  const int64_t e = (int64_t)s;
+  if (q < -1e4) {
+    q += __builtin_floor(-1e4 - q);
+  }
+  double sum = 0.0;
+  while (q < 10.0 + s) {
+    sum += m_pow_int_f64(1.0 / q, e);
+    q += 1.0;
+  }
+  const double inv = 1.0 / q;
+  const double qs = m_pow_int_f64(inv, e);
+  double tail = q * qs / (s - 1.0) + 0.5 * qs;
+  double factor = s * qs * inv;
+  for (int j = 0; j < 7; j++) {
+    tail += bernoulli[j] * factor;
+    factor *= (s + 2.0 * j + 1.0) * (s + 2.0 * j + 2.0) * inv * inv;
+  }
+  return sum + tail;
+}
+
+/* polygamma(n, x), the n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x)
+ * for n >= 2. */
+MATH_SPECIAL double m_polygamma_f64(double n, double x) {
+  if (n == 0.0) {
+    return m_digamma_f64(x);
+  }
+  if (n == 1.0) {
+    return m_trigamma_f64(x);
+  }
+  double factorial = 1.0;
+  for (double k = 2.0; k <= n; k += 1.0) {
+    factorial *= k;
+  }
+  return (((int64_t)n & 1) ? 1.0 : -1.0) * factorial * m_hurwitz_zeta_f64(n + 1.0, x);
 }
 
 #endif /* OPENREG_ENGINE_MATH_H */

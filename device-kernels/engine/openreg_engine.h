@@ -160,7 +160,45 @@ enum or_compute {
   X(CLAMP_TENSOR, 3, ANY)    /* min(max(a, b), c); a NaN anywhere gives NaN */                 \
   X(SQUARED_DIFF, 2, FLOAT)  /* (a - b) * (a - b) (mse_loss) */                                \
   X(MSE_BACKWARD, 3, FLOAT)  /* args[0] * (a - b) * c; a: input, b: target, c: grad */     \
-  X(MUL_ADD, 3, FLOAT)       /* a * b + c, rounded twice (not fused): normalizations */
+  X(MUL_ADD, 3, FLOAT)       /* a * b + c, rounded twice (not fused): normalizations */ \
+  X(LSHIFT, 2, INT)          /* a << b; 0 for b < 0 or past the type's width */               \
+  X(RSHIFT, 2, INT)          /* a >> b (arithmetic); the sign for b < 0 or past the width */  \
+  X(ROUND_DECIMALS, 1, FLOAT) /* args[0] = 10^|decimals|; args[1] != 0: decimals < 0 */      \
+  X(HARDSIGMOID, 1, FLOAT)                                                                    \
+  X(HARDSIGMOID_BACKWARD, 2, FLOAT) /* a: grad, b: input */                                   \
+  X(HARDSWISH, 1, FLOAT)                                                                      \
+  X(HARDSWISH_BACKWARD, 2, FLOAT)   /* a: grad, b: input */                                   \
+  X(HARDSHRINK, 1, FLOAT)    /* lambda args[0] */                                             \
+  X(SOFTSHRINK, 1, FLOAT)    /* lambda args[0] */                                             \
+  X(SHRINK_BACKWARD, 2, FLOAT) /* a: grad, b: input; lambda args[0] */                        \
+  X(GLU, 2, FLOAT)           /* a * sigmoid(b): the two halves */                             \
+  X(GLU_BACKWARD, 3, FLOAT)  /* (1 - a) a b c; a: sigmoid of the second half, b: first half, c: grad */ \
+  X(PRELU, 2, FLOAT)         /* a > 0 ? a : b a; b: the weight */                             \
+  X(PRELU_BACKWARD_INPUT, 3, FLOAT)  /* a: input, b: weight, c: grad */                       \
+  X(PRELU_BACKWARD_WEIGHT, 2, FLOAT) /* a: input, b: grad */                                  \
+  X(LOGADDEXP, 2, FLOAT)                                                                      \
+  X(LOGADDEXP2, 2, FLOAT)                                                                     \
+  X(HYPOT, 2, FLOAT)                                                                          \
+  X(COPYSIGN, 2, FLOAT)                                                                       \
+  X(XLOGY, 2, FLOAT)         /* a log b; 0 where a == 0, NaN where b is */                    \
+  X(XLOG1PY, 2, FLOAT)       /* a log1p b, the same way */                                    \
+  X(FRAC, 1, FLOAT)                                                                           \
+  X(HEAVISIDE, 2, ANY)       /* a == 0 ? b : a > 0 */                                         \
+  X(FMAX, 2, ANY)            /* the larger; a NaN only when both are */                       \
+  X(FMIN, 2, ANY)                                                                             \
+  X(SIGNBIT, 1, ANY)                                                                          \
+  X(GCD, 2, INT)                                                                              \
+  X(LCM, 2, INT)                                                                              \
+  X(SINC, 1, FLOAT)          /* sin(pi a) / (pi a); 1 at 0 */                                 \
+  X(SMOOTH_L1, 2, FLOAT)     /* beta args[0] */                                               \
+  X(SMOOTH_L1_BACKWARD, 3, FLOAT) /* a: input, b: target, c: grad; norm args[0], beta args[1] */ \
+  X(HUBER, 2, FLOAT)         /* delta args[0] */                                              \
+  X(HUBER_BACKWARD, 3, FLOAT) /* a: input, b: target, c: grad; norm args[0], delta args[1] */ \
+  X(ERFC, 1, FLOAT)                                                                           \
+  X(ERFINV, 1, FLOAT)                                                                         \
+  X(LGAMMA, 1, FLOAT)                                                                         \
+  X(DIGAMMA, 1, FLOAT)                                                                        \
+  X(POLYGAMMA, 1, FLOAT)     /* the args[0]-th derivative of digamma (args[0] >= 1) */
 
 enum or_kinds {
   OR_KINDS_ANY = 0,
@@ -248,6 +286,9 @@ OR_STATIC_ASSERT(sizeof(or_elementwise) == 40 + 8 * OR_MAX_DIMS + 8 * OR_MAX_OPE
   X(VAR, FLOAT)        /* correction args[0], sqrt if args[1] != 0; out1 (if any): the mean */ \
   X(CUMSUM, ANY)       /* scans: out0 has a stride along dimension 0 (nreduce 1) */         \
   X(CUMPROD, ANY)                                                                           \
+  X(CUMMAX, ANY)       /* scans with out1: int64 index of the running maximum (the last of */ \
+  X(CUMMIN, ANY)       /* equal ones; NaN wins and stays), as CPU's cummax and cummin */     \
+  X(LOGCUMSUMEXP, FLOAT) /* scan: log(sum(exp)) of every prefix */                            \
   X(SORT, ANY)         /* stable sort along dimension 0: out0 values, out1 int64 indices; */ \
                        /* descending if args[0] != 0; NaN sorts above everything */
 
@@ -328,7 +369,9 @@ OR_STATIC_ASSERT(sizeof(or_reduce) == 56 + 8 * OR_MAX_DIMS + 8 * OR_REDUCE_OPERA
   X(GATHER)      /* direct = indexed[...] (index, gather, index_select) */       \
   X(SCATTER)     /* indexed[...] = direct (index_put_, scatter) */               \
   X(SCATTER_ADD) /* indexed[...] += args[0] * direct, in the compute type */   \
-  X(SCATTER_MUL) /* indexed[...] *= direct, in the compute type */
+  X(SCATTER_MUL) /* indexed[...] *= direct, in the compute type */               \
+  X(SCATTER_MAX) /* indexed[...] = max(indexed[...], direct); a NaN wins */     \
+  X(SCATTER_MIN) /* indexed[...] = min(indexed[...], direct); a NaN wins */
 
 enum or_index_op {
 #define OR_INDEX_ENUM(name) OR_INDEX_##name,
@@ -418,6 +461,35 @@ typedef struct or_position {
 
 OR_STATIC_ASSERT(offsetof(or_position, data) == 16 + 8 * OR_MAX_DIMS, "or_position.data");
 OR_STATIC_ASSERT(sizeof(or_position) == 32 + 24 * OR_MAX_DIMS + 8 * OR_MAX_ARGS, "or_position size");
+
+/*
+ * The `search` kernel (searchsorted, bucketize): for every value, the
+ * position of the first element of its sorted line that is >= it (> it when
+ * `right`), by CPU's binary search, so NaNs and ties land where CPU puts
+ * them. The values are walked over `sizes` (innermost first) with their
+ * strides and the output's; a value's line starts at the sequence's base
+ * plus its strides (0 along dimensions the lines do not vary over) and steps
+ * `seq_stride` bytes for `seq_len` elements. Values and sequence share one
+ * dtype; the output is OR_I64 or OR_I32.
+ */
+#define OR_SEARCH_OUT 0
+#define OR_SEARCH_VALUES 1
+#define OR_SEARCH_SEQ 2
+
+typedef struct or_search {
+  uint32_t ndim;     /* 1..OR_MAX_DIMS */
+  uint32_t right;    /* upper bound instead of lower bound */
+  uint32_t dtype;    /* the values' and the sequence's */
+  uint32_t out_dtype;
+  int64_t seq_len;
+  int64_t seq_stride; /* bytes */
+  int64_t sizes[OR_MAX_DIMS];
+  uint64_t data[3];   /* out, values, sequence */
+  int64_t strides[3][OR_MAX_DIMS];
+} or_search;
+
+OR_STATIC_ASSERT(offsetof(or_search, data) == 32 + 8 * OR_MAX_DIMS, "or_search.data");
+OR_STATIC_ASSERT(sizeof(or_search) == 56 + 32 * OR_MAX_DIMS, "or_search size");
 
 /*
  * The `gemm` kernel: out = beta * out + alpha * a @ b for each of `batch`

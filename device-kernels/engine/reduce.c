@@ -17,7 +17,8 @@
  *     row-major matrix) the simple folds run down columns instead: a tile of
  *     OR_COLUMN_TILE neighbouring outputs advance together, one contiguous row of
  *     the input at a time, each output still folded in the same order;
- *   - scans (cumsum, cumprod) write every prefix along dimension 0.
+ *   - scans (cumsum, cumprod, cummax/cummin with their indices, logcumsumexp)
+ *     write every prefix along dimension 0.
  *
  * Compiled for wasm32 and wasm64 with the elementwise engine (build.rs).
  */
@@ -82,11 +83,14 @@ static int64_t sum_I(const int64_t *x, int64_t m) {
     case OR_REDUCE_MAX:                                                               \
     case OR_REDUCE_ARGMAX:                                                            \
     case OR_REDUCE_MAX_INDEX:                                                         \
+    case OR_REDUCE_CUMMAX:                                                            \
+    case OR_REDUCE_LOGCUMSUMEXP:                                                      \
       a.v = LOWEST;                                                                   \
       break;                                                                          \
     case OR_REDUCE_MIN:                                                               \
     case OR_REDUCE_ARGMIN:                                                            \
     case OR_REDUCE_MIN_INDEX:                                                         \
+    case OR_REDUCE_CUMMIN:                                                            \
       a.v = HIGHEST;                                                                  \
       break;                                                                          \
     case OR_REDUCE_MINMAX:                                                            \
@@ -111,6 +115,19 @@ OR_DEFINE_INIT(I, acc_i, int64_t, INT64_MIN, INT64_MAX)
  * the arg ops (the first NaN's index), as on CPU; ties keep the first index.
  * Returns 0 for an op it does not handle.
  */
+/* log(e^x + e^y), as CPU's logcumsumexp folds it (in double): equal
+ * infinities give x. */
+static double log_add_exp_F(double x, double y) {
+  const double lo = y != y ? y : (x < y ? x : y);
+  const double hi = y != y ? y : (x < y ? y : x);
+  if (lo != hi || (lo - lo == 0.0)) { /* lo - lo == 0: lo is finite */
+    return m_log1p_f64(m_exp_f64(lo - hi)) + hi;
+  }
+  return x;
+}
+
+#define log_add_exp_I(x, y) (TRAP(), (x)) /* a float-only scan */
+
 #define OR_DEFINE_FOLD(S, T, ACC, ADD, MUL, ISNAN)                                     \
   static int fold_common_##S(uint32_t op, ACC *a, const T *x, int64_t m, int64_t pos) { \
     switch (op) {                                                                     \
@@ -176,19 +193,38 @@ OR_DEFINE_INIT(I, acc_i, int64_t, INT64_MIN, INT64_MAX)
       return 0;                                                                       \
     }                                                                                 \
   }                                                                                   \
-  /* A scan: x becomes its running sums (products) after `a`, in order. */            \
-  static void scan_##S(uint32_t op, ACC *a, T *x, int64_t m) {                        \
+  /* A scan: x (positions pos.. along dimension 0) becomes its running sums   \
+   * (products, extremes, log-sum-exps) after `a`, in order; cummax and        \
+   * cummin also write the extremes' positions into `idx`. */                  \
+  static void scan_##S(uint32_t op, ACC *a, T *x, int64_t *idx, int64_t m, int64_t pos) { \
     T v = a->v;                                                                       \
     if (op == OR_REDUCE_CUMSUM) {                                                     \
       for (int64_t j = 0; j < m; j++) {                                               \
         v = ADD(v, x[j]);                                                             \
         x[j] = v;                                                                     \
       }                                                                               \
-    } else {                                                                          \
+    } else if (op == OR_REDUCE_CUMPROD) {                                             \
       for (int64_t j = 0; j < m; j++) {                                               \
         v = MUL(v, x[j]);                                                             \
         x[j] = v;                                                                     \
       }                                                                               \
+    } else if (op == OR_REDUCE_LOGCUMSUMEXP) {                                        \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        v = log_add_exp_##S(x[j], v);                                                 \
+        x[j] = v;                                                                     \
+      }                                                                               \
+    } else {                                                                          \
+      const int max = op == OR_REDUCE_CUMMAX;                                         \
+      int64_t i = a->i;                                                               \
+      for (int64_t j = 0; j < m; j++) {                                               \
+        if (ISNAN(x[j]) || (!ISNAN(v) && (max ? x[j] >= v : x[j] <= v))) {            \
+          v = x[j];                                                                   \
+          i = pos + j;                                                                \
+        }                                                                             \
+        x[j] = v;                                                                     \
+        idx[j] = i;                                                                   \
+      }                                                                               \
+      a->i = i;                                                                       \
     }                                                                                 \
     a->v = v;                                                                         \
   }
@@ -549,7 +585,13 @@ static void load_f64(double *dst, const char *p, int64_t stride, uint32_t dtype,
 #define load_i64 load_row_I64
 
 static int is_scan(uint32_t op) {
-  return op == OR_REDUCE_CUMSUM || op == OR_REDUCE_CUMPROD;
+  return op == OR_REDUCE_CUMSUM || op == OR_REDUCE_CUMPROD || op == OR_REDUCE_CUMMAX || op == OR_REDUCE_CUMMIN ||
+         op == OR_REDUCE_LOGCUMSUMEXP;
+}
+
+/* Scans that also write their positions (int64, out1). */
+static int is_indexed_scan(uint32_t op) {
+  return op == OR_REDUCE_CUMMAX || op == OR_REDUCE_CUMMIN;
 }
 
 /* The accumulator of the input slice at `in` over dimensions [0, nreduce),
@@ -598,13 +640,20 @@ static int is_scan(uint32_t op) {
     ACC a = init_##S(p);                                                                          \
     if (is_scan(p->op)) { /* along dimension 0, a scan's one reduced dimension */               \
       T buf[OR_CHUNK];                                                                            \
+      int64_t ibuf[OR_CHUNK];                                                                     \
       const int64_t n0 = p->sizes[0], s0 = p->strides[OR_REDUCE_IN][0];                           \
       const int64_t o0 = p->strides[OR_REDUCE_OUT0][0];                                           \
+      const int64_t o1 = p->noutputs > 1 ? p->strides[OR_REDUCE_OUT1][0] : 0;                     \
       for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                                \
         const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                  \
         LOAD(buf, in + k * s0, s0, p->dtypes[OR_REDUCE_IN], m);                                   \
-        scan_##S(p->op, &a, buf, m);                                                              \
+        scan_##S(p->op, &a, buf, ibuf, m, k);                                                     \
         STORE_ROW(out0 + k * o0, o0, p->dtypes[OR_REDUCE_OUT0], buf, m);                          \
+        if (is_indexed_scan(p->op)) {                                                             \
+          for (int64_t j = 0; j < m; j++) {                                                       \
+            *(int64_t *)(out1 + (k + j) * o1) = ibuf[j];                                          \
+          }                                                                                       \
+        }                                                                                         \
       }                                                                                           \
       return;                                                                                     \
     }                                                                                             \
@@ -974,7 +1023,7 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   const int indexed = op == OR_REDUCE_ARGMAX || op == OR_REDUCE_ARGMIN || op == OR_REDUCE_MAX_INDEX ||
                       op == OR_REDUCE_MIN_INDEX;
   if ((is_scan(op) && p->nreduce != 1) || ((indexed || op == OR_REDUCE_SORT) && p->nreduce > 1) ||
-      (op == OR_REDUCE_SORT && (p->noutputs != 2 || p->dtypes[OR_REDUCE_OUT1] != OR_I64))) {
+      ((op == OR_REDUCE_SORT || is_indexed_scan(op)) && (p->noutputs != 2 || p->dtypes[OR_REDUCE_OUT1] != OR_I64))) {
     TRAP(); /* an index or a scan is along one dimension */
   }
   (void)dtype_size(p->dtypes[OR_REDUCE_IN]); /* traps on an unknown dtype */

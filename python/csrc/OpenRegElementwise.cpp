@@ -21,6 +21,7 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Activation.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/Fill.h>
 #include <ATen/native/PointwiseOps.h>
 #include <ATen/native/TensorCompare.h>
@@ -29,6 +30,16 @@
 #include <ATen/ops/fill_native.h>
 #include <ATen/ops/clamp_meta.h>
 #include <ATen/ops/floor_divide_native.h>
+#include <ATen/ops/glu_backward_native.h>
+#include <ATen/ops/hardswish_backward_native.h>
+#include <ATen/ops/hardswish_native.h>
+#include <ATen/ops/huber_loss_backward_native.h>
+#include <ATen/ops/huber_loss_native.h>
+#include <ATen/ops/lshift_native.h>
+#include <ATen/ops/rshift_native.h>
+#include <ATen/ops/_prelu_kernel_native.h>
+#include <ATen/ops/smooth_l1_loss_backward_native.h>
+#include <ATen/ops/smooth_l1_loss_native.h>
 #include <ATen/ops/hardtanh_backward_native.h>
 #include <ATen/ops/hardtanh_native.h>
 #include <ATen/ops/isnan_native.h>
@@ -39,6 +50,7 @@
 #include <ATen/ops/mse_loss_backward_native.h>
 #include <ATen/ops/mse_loss_native.h>
 #include <ATen/ops/nan_to_num_native.h>
+#include <ATen/ops/polygamma_native.h>
 #include <ATen/ops/relu_native.h>
 #include <ATen/ops/where_native.h>
 #include <ATen/ops/zero_native.h>
@@ -262,6 +274,112 @@ void elu_backward_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& al
                      {alpha.toDouble() * scale.toDouble(), scale, input_scale});
 }
 
+// Integer-only ops refuse bool as CPU does (its kernels dispatch over the
+// integer types only).
+template <or_op Op>
+void integer_binary_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&) {
+  check_dtype(iter.common_dtype() != at::kBool, Op == OR_OP_GCD ? "gcd" : "lcm", at::kBool);
+  launch_elementwise(iter, Op);
+}
+
+// round(x, decimals) as CPU computes it: x * 10^d rounded, then / 10^d
+// (for d < 0: x / 10^-d rounded, then * 10^-d), in the op's compute type.
+void round_decimals_impl(TensorIteratorBase& iter, const Tensor&, int64_t decimals) {
+  if (decimals == 0) {
+    launch_elementwise(iter, OR_OP_ROUND);
+    return;
+  }
+  const double ten_pow = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
+  const double scale = iter.common_dtype() == at::kDouble ? ten_pow : static_cast<double>(static_cast<float>(ten_pow));
+  launch_elementwise(iter, OR_OP_ROUND_DECIMALS, {scale, decimals < 0 ? 1 : 0});
+}
+
+// `value` as the nearest number of `dtype` (CPU's shrink kernels compare with
+// and add lambda in the tensor's own type, float16 and bfloat16 too).
+Scalar in_dtype(const Scalar& value, at::ScalarType dtype) {
+  Scalar rounded = value;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "in_dtype",
+                                  [&] { rounded = static_cast<double>(value.to<scalar_t>()); });
+  return rounded;
+}
+
+template <or_op Op>
+void shrink_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& lambd) {
+  launch_elementwise(iter, Op, {in_dtype(lambd, iter.common_dtype())});
+}
+
+// The metas of hardshrink_backward and softshrink_backward build (grad_input, grad, self).
+void shrink_backward_impl(TensorIteratorBase& iter, const Tensor&, const Tensor&, const Scalar& lambd) {
+  launch_elementwise(iter, OR_OP_SHRINK_BACKWARD, {in_dtype(lambd, iter.common_dtype())});
+}
+
+// glu's meta builds (out, first half, second half).
+void glu_impl(TensorIteratorBase& iter, const Tensor&, int64_t) {
+  launch_elementwise(iter, OR_OP_GLU);
+}
+
+// PReLU's gradients, for input and weight (both broadcast to the input's
+// shape; autograd sums the weight's down to its own): two launches where
+// CPU's kernel writes both outputs in one pass.
+std::tuple<Tensor, Tensor> prelu_kernel_backward(const Tensor& grad_output, const Tensor& self, const Tensor& weight) {
+  using Op = at::_ops::_prelu_kernel_backward;
+  if (!structured::engine_handles(grad_output, self, weight)) {
+    return structured::fallback<Op>(grad_output, self, weight);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  Tensor grad_self, grad_weight;
+  auto input_iter = at::TensorIteratorConfig()
+                        .add_output(grad_self)
+                        .add_const_input(self)
+                        .add_const_input(weight)
+                        .add_const_input(grad_output)
+                        .build();
+  launch_elementwise(input_iter, OR_OP_PRELU_BACKWARD_INPUT);
+  auto weight_iter = at::TensorIteratorConfig()
+                         .add_output(grad_weight)
+                         .add_const_input(self)
+                         .add_const_input(grad_output)
+                         .build();
+  launch_elementwise(weight_iter, OR_OP_PRELU_BACKWARD_WEIGHT);
+  return {input_iter.output(), weight_iter.output()};
+}
+
+// polygamma(n, x): digamma for n = 0; ATen's meta (whose first argument is n,
+// not a tensor) builds a unary float iterator.
+template <class Form>
+void polygamma_run(Form& op, int64_t n, const Tensor& self) {
+  op.meta(n, self);
+  if (n == 0) {
+    launch_elementwise(op, OR_OP_DIGAMMA);
+  } else {
+    launch_elementwise(op, OR_OP_POLYGAMMA, {n});
+  }
+}
+
+using PolygammaMeta = at::meta::structured_polygamma;
+
+Tensor polygamma(int64_t n, const Tensor& self) {
+  using Op = at::_ops::polygamma;
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<Op>(n, self);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  structured::Functional<PolygammaMeta> op;
+  polygamma_run(op, n, self);
+  return std::move(op.outputs_[0]);
+}
+
+Tensor& polygamma_out(int64_t n, const Tensor& self, Tensor& out) {
+  using Op = at::_ops::polygamma_out;
+  if (!structured::engine_handles(self, out)) {
+    return structured::fallback<Op>(n, self, out);
+  }
+  openreg::count_op(structured::counted_name<Op>(), true);
+  structured::Out<PolygammaMeta> op(out);
+  polygamma_run(op, n, self);
+  return out;
+}
+
 // clamp with Scalar bounds: ATen's meta takes the bounds as OptionalScalarRef,
 // so its three forms are written out (the NaN rule is CPU's: a NaN bound
 // makes every element NaN).
@@ -410,6 +528,7 @@ void openreg_mse_backward(TensorIterator& iter, const Scalar& norm) {
 }
 
 void openreg_abs(TensorIteratorBase& iter) {
+  check_dtype(iter.common_dtype() != at::kBool, "abs", at::kBool); // as CPU: no abs of bools
   launch_elementwise(iter, OR_OP_ABS);
 }
 
@@ -432,6 +551,37 @@ void openreg_div_trunc(TensorIteratorBase& iter) {
 
 void openreg_where(TensorIterator& iter) {
   launch_elementwise(iter, OR_OP_WHERE, {}, compute_of(iter.dtype(0)));
+}
+
+template <or_op Op>
+void openreg_shift(TensorIteratorBase& iter) {
+  check_dtype(iter.common_dtype() != at::kBool, Op == OR_OP_LSHIFT ? "lshift" : "rshift", at::kBool);
+  launch_elementwise(iter, Op);
+}
+
+template <or_op Op>
+void openreg_activation(TensorIterator& iter) {
+  launch_elementwise(iter, Op);
+}
+
+void openreg_prelu(TensorIterator& iter) {
+  launch_elementwise(iter, OR_OP_PRELU);
+}
+
+void openreg_smooth_l1(TensorIteratorBase& iter, double beta) {
+  launch_elementwise(iter, OR_OP_SMOOTH_L1, {beta});
+}
+
+void openreg_smooth_l1_backward(TensorIterator& iter, const Scalar& norm, double beta) {
+  launch_elementwise(iter, OR_OP_SMOOTH_L1_BACKWARD, {norm, beta});
+}
+
+void openreg_huber(TensorIterator& iter, double delta) {
+  launch_elementwise(iter, OR_OP_HUBER, {delta});
+}
+
+void openreg_huber_backward(TensorIterator& iter, const Scalar& norm, double delta) {
+  launch_elementwise(iter, OR_OP_HUBER_BACKWARD, {norm, delta});
 }
 
 void openreg_fill(TensorIterator& iter, const c10::Scalar& value) {
@@ -457,6 +607,16 @@ REGISTER_PRIVATEUSE1_DISPATCH(nan_to_num_stub, &openreg_nan_to_num)
 REGISTER_PRIVATEUSE1_DISPATCH(hardtanh_backward_stub, &openreg_hardtanh_backward)
 REGISTER_PRIVATEUSE1_DISPATCH(mse_stub, &openreg_mse)
 REGISTER_PRIVATEUSE1_DISPATCH(mse_backward_stub, &openreg_mse_backward)
+REGISTER_PRIVATEUSE1_DISPATCH(lshift_stub, &openreg_shift<OR_OP_LSHIFT>)
+REGISTER_PRIVATEUSE1_DISPATCH(rshift_stub, &openreg_shift<OR_OP_RSHIFT>)
+REGISTER_PRIVATEUSE1_DISPATCH(hardswish_stub, &openreg_activation<OR_OP_HARDSWISH>)
+REGISTER_PRIVATEUSE1_DISPATCH(hardswish_backward_stub, &openreg_activation<OR_OP_HARDSWISH_BACKWARD>)
+REGISTER_PRIVATEUSE1_DISPATCH(glu_backward_stub, &openreg_activation<OR_OP_GLU_BACKWARD>)
+REGISTER_PRIVATEUSE1_DISPATCH(prelu_stub, &openreg_prelu)
+REGISTER_PRIVATEUSE1_DISPATCH(smooth_l1_stub, &openreg_smooth_l1)
+REGISTER_PRIVATEUSE1_DISPATCH(smooth_l1_backward_stub, &openreg_smooth_l1_backward)
+REGISTER_PRIVATEUSE1_DISPATCH(huber_stub, &openreg_huber)
+REGISTER_PRIVATEUSE1_DISPATCH(huber_backward_stub, &openreg_huber_backward)
 
 } // namespace at::native
 
@@ -616,4 +776,66 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_NATIVE(m, fill__Scalar, at::native::fill_);
   OPENREG_NATIVE(m, fill__Tensor, at::native::fill_); // a CPU value is read, a device one copied
   OPENREG_NATIVE(m, zero_, at::native::zero_);
+  // shifts, number theory, more binary ops
+  OPENREG_STRUCTURED_NATIVE(m, bitwise_left_shift_out, bitwise_left_shift_Tensor, bitwise_left_shift__Tensor,
+                            bitwise_left_shift_Tensor_out);
+  OPENREG_STRUCTURED_NATIVE(m, bitwise_right_shift_out, bitwise_right_shift_Tensor, bitwise_right_shift__Tensor,
+                            bitwise_right_shift_Tensor_out);
+  OPENREG_NATIVE(m, __lshift___Scalar, at::native::__lshift__);
+  OPENREG_NATIVE(m, __lshift___Tensor, at::native::__lshift__);
+  OPENREG_NATIVE(m, __ilshift___Scalar, at::native::__ilshift__);
+  OPENREG_NATIVE(m, __ilshift___Tensor, at::native::__ilshift__);
+  OPENREG_NATIVE(m, __rshift___Scalar, at::native::__rshift__);
+  OPENREG_NATIVE(m, __rshift___Tensor, at::native::__rshift__);
+  OPENREG_NATIVE(m, __irshift___Scalar, at::native::__irshift__);
+  OPENREG_NATIVE(m, __irshift___Tensor, at::native::__irshift__);
+  OPENREG_STRUCTURED(m, gcd, integer_binary_impl<OR_OP_GCD>, gcd, gcd_, gcd_out);
+  OPENREG_STRUCTURED(m, lcm, integer_binary_impl<OR_OP_LCM>, lcm, lcm_, lcm_out);
+  OPENREG_STRUCTURED(m, logaddexp, binary_impl<OR_OP_LOGADDEXP>, logaddexp, none, logaddexp_out);
+  OPENREG_STRUCTURED(m, logaddexp2, binary_impl<OR_OP_LOGADDEXP2>, logaddexp2, none, logaddexp2_out);
+  OPENREG_STRUCTURED(m, hypot, binary_impl<OR_OP_HYPOT>, hypot, hypot_, hypot_out);
+  OPENREG_STRUCTURED(m, copysign_Tensor, binary_impl<OR_OP_COPYSIGN>, copysign_Tensor, copysign__Tensor, copysign_out);
+  OPENREG_STRUCTURED(m, xlogy_Tensor, binary_impl<OR_OP_XLOGY>, xlogy_Tensor, xlogy__Tensor, xlogy_OutTensor);
+  OPENREG_STRUCTURED(m, special_xlog1py, binary_impl<OR_OP_XLOG1PY>, special_xlog1py, none, special_xlog1py_out);
+  OPENREG_STRUCTURED(m, heaviside, binary_impl<OR_OP_HEAVISIDE>, heaviside, heaviside_, heaviside_out);
+  OPENREG_STRUCTURED(m, fmax, binary_impl<OR_OP_FMAX>, fmax, none, fmax_out);
+  OPENREG_STRUCTURED(m, fmin, binary_impl<OR_OP_FMIN>, fmin, none, fmin_out);
+  // more unary ops and special functions
+  OPENREG_STRUCTURED(m, round_decimals, round_decimals_impl, round_decimals, round__decimals, round_decimals_out);
+  OPENREG_STRUCTURED(m, frac, unary_impl<OR_OP_FRAC>, frac, frac_, frac_out);
+  OPENREG_STRUCTURED(m, signbit, unary_impl<OR_OP_SIGNBIT>, signbit, none, signbit_out);
+  OPENREG_STRUCTURED(m, sinc, unary_impl<OR_OP_SINC>, sinc, sinc_, sinc_out);
+  OPENREG_STRUCTURED(m, erfc, unary_impl<OR_OP_ERFC>, erfc, erfc_, erfc_out);
+  OPENREG_STRUCTURED(m, erfinv, unary_impl<OR_OP_ERFINV>, erfinv, erfinv_, erfinv_out);
+  OPENREG_STRUCTURED(m, lgamma, unary_impl<OR_OP_LGAMMA>, lgamma, lgamma_, lgamma_out);
+  OPENREG_STRUCTURED(m, digamma, unary_impl<OR_OP_DIGAMMA>, digamma, digamma_, digamma_out);
+  m.impl("polygamma", TORCH_FN(polygamma));
+  m.impl("polygamma.out", TORCH_FN(polygamma_out));
+  // more activations and their backward ops
+  OPENREG_STRUCTURED(m, hardsigmoid, unary_impl<OR_OP_HARDSIGMOID>, hardsigmoid, hardsigmoid_, hardsigmoid_out);
+  OPENREG_STRUCTURED(m, hardsigmoid_backward, binary_impl<OR_OP_HARDSIGMOID_BACKWARD>, hardsigmoid_backward, none,
+                     hardsigmoid_backward_grad_input);
+  OPENREG_NATIVE(m, hardswish, at::native::hardswish);
+  OPENREG_NATIVE(m, hardswish_, at::native::hardswish_);
+  OPENREG_NATIVE(m, hardswish_out, at::native::hardswish_out);
+  OPENREG_NATIVE(m, hardswish_backward, at::native::hardswish_backward);
+  OPENREG_STRUCTURED(m, hardshrink, shrink_impl<OR_OP_HARDSHRINK>, hardshrink, none, hardshrink_out);
+  OPENREG_STRUCTURED(m, softshrink, shrink_impl<OR_OP_SOFTSHRINK>, softshrink, none, softshrink_out);
+  OPENREG_STRUCTURED(m, hardshrink_backward, shrink_backward_impl, hardshrink_backward, none,
+                     hardshrink_backward_grad_input);
+  OPENREG_STRUCTURED(m, softshrink_backward, shrink_backward_impl, softshrink_backward, none,
+                     softshrink_backward_grad_input);
+  OPENREG_STRUCTURED(m, glu, glu_impl, glu, none, glu_out);
+  OPENREG_NATIVE(m, glu_backward, at::native::glu_backward_cpu);
+  OPENREG_NATIVE(m, glu_backward_grad_input, at::native::glu_backward_cpu_out);
+  OPENREG_NATIVE(m, _prelu_kernel, at::native::_prelu_kernel);
+  m.impl("_prelu_kernel_backward", TORCH_FN(prelu_kernel_backward));
+  // regression losses (the reductions they end in are the reduction family's)
+  OPENREG_STRUCTURED_NATIVE(m, smooth_l1_loss_out, smooth_l1_loss, none, smooth_l1_loss_out);
+  OPENREG_NATIVE(m, smooth_l1_loss_backward, at::native::smooth_l1_loss_backward);
+  OPENREG_NATIVE(m, smooth_l1_loss_backward_grad_input, at::native::smooth_l1_loss_backward_out);
+  OPENREG_NATIVE(m, huber_loss, at::native::huber_loss);
+  OPENREG_NATIVE(m, huber_loss_out, at::native::huber_loss_out);
+  OPENREG_NATIVE(m, huber_loss_backward, at::native::huber_loss_backward);
+  OPENREG_NATIVE(m, huber_loss_backward_out, at::native::huber_loss_backward_out);
 }

@@ -41,6 +41,7 @@ constexpr char kGemm[] = "gemm";
 constexpr char kRandom[] = "random";
 constexpr char kSoftmax[] = "softmax";
 constexpr char kPool[] = "pool";
+constexpr char kSearch[] = "search";
 
 // The work (elements touched, or multiply-adds) from which a launch runs on
 // all of the device's workers: below it, waking them costs more than they save.
@@ -68,6 +69,10 @@ constexpr bool costly(or_op op) {
   case OR_OP_SIN: case OR_OP_COS: case OR_OP_ASIN: case OR_OP_ACOS: case OR_OP_ATAN: case OR_OP_ATAN2:
   case OR_OP_SINH: case OR_OP_COSH: case OR_OP_ASINH: case OR_OP_ACOSH: case OR_OP_ATANH: case OR_OP_TAN:
   case OR_OP_POW: case OR_OP_POW_SCALAR: case OR_OP_REMAINDER: case OR_OP_FMOD:
+  case OR_OP_GLU: case OR_OP_LOGADDEXP: case OR_OP_LOGADDEXP2: case OR_OP_HYPOT: case OR_OP_XLOGY:
+  case OR_OP_XLOG1PY: case OR_OP_SINC: case OR_OP_ERFC: case OR_OP_ERFINV: case OR_OP_LGAMMA: case OR_OP_DIGAMMA:
+  case OR_OP_POLYGAMMA:
+  case OR_OP_GCD: case OR_OP_LCM:
     return true;
   default:
     return false;
@@ -154,9 +159,12 @@ or_scalar scalar_in(const c10::Scalar& value, or_compute compute) {
 
 // A CPU scalar operand's value, read (on the host: it is a host tensor),
 // converted to the op's common dtype as CPU converts its inputs (an int32 -6
-// becomes 250 in a uint8 op), then to the compute type.
+// becomes 250 in a uint8 op), then to the compute type. `exact`: kept as it
+// is, in the compute type (CPU's add, sub, mul and div of float16/bfloat16
+// tensors take a Python number in float32 without rounding it to the
+// tensor's type).
 or_scalar cpu_scalar_in(const at::TensorIteratorBase& iter, int arg, or_compute compute,
-                        std::optional<at::ScalarType> common) {
+                        std::optional<at::ScalarType> common, bool exact) {
   const at::TensorBase& t = iter.tensor_base(arg);
   const bool floating = at::isFloatingType(t.scalar_type());
   double as_double = 0.0;
@@ -169,7 +177,7 @@ or_scalar cpu_scalar_in(const at::TensorIteratorBase& iter, int arg, or_compute 
       as_long = static_cast<int64_t>(v);
     }
   });
-  const at::ScalarType as = common && supports_dtype(*common) ? *common : t.scalar_type();
+  const at::ScalarType as = exact ? at::kDouble : common && supports_dtype(*common) ? *common : t.scalar_type();
   or_scalar s{};
   AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, as, "openreg_cpu_scalar", [&] {
     const scalar_t v = floating ? c10::convert<scalar_t>(as_double) : c10::convert<scalar_t>(as_long);
@@ -266,7 +274,9 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
     at::ScalarType dtype = iter.dtype(k);
     if (k > 0 && iter.is_cpu_scalar(k)) {
       block.scalar_mask |= 1u << k;
-      block.scalars[k] = cpu_scalar_in(iter, k, how, common);
+      const bool exact = (op == OR_OP_ADD || op == OR_OP_MUL || op == OR_OP_DIV) && common &&
+                         at::isReducedFloatingType(*common);
+      block.scalars[k] = cpu_scalar_in(iter, k, how, common, exact);
       block.dtypes[k] = static_cast<uint32_t>(dtype);
       continue;
     }
@@ -457,9 +467,15 @@ void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializ
                   iter.num_output_elements() > 1 ? iter.numel() : 0);
 }
 
-void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op) {
-  TORCH_INTERNAL_ASSERT(op == OR_REDUCE_CUMSUM || op == OR_REDUCE_CUMPROD, "openreg: launch_scan with a reduction");
+void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op,
+                 const at::Tensor& indices) {
+  const bool indexed = op == OR_REDUCE_CUMMAX || op == OR_REDUCE_CUMMIN;
+  TORCH_INTERNAL_ASSERT(op == OR_REDUCE_CUMSUM || op == OR_REDUCE_CUMPROD || op == OR_REDUCE_LOGCUMSUMEXP || indexed,
+                        "openreg: launch_scan with a reduction");
   TORCH_INTERNAL_ASSERT(result.sizes() == self.sizes(), "openreg: a scan's result and input differ in shape");
+  TORCH_INTERNAL_ASSERT(indexed == indices.defined() &&
+                            (!indexed || (indices.sizes() == self.sizes() && indices.scalar_type() == at::kLong)),
+                        "openreg: a scan's indices");
   if (self.numel() == 0) {
     return;
   }
@@ -467,10 +483,15 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
   or_reduce block = reduce_block(op, self.scalar_type(), {});
   std::array<uint32_t, OR_REDUCE_OPERANDS> pointers{};
   size_t npointers = 0;
-  block.noutputs = 1;
+  block.noutputs = indexed ? 2 : 1;
   set_operand(block, pointers, npointers, OR_REDUCE_OUT0, result, result.data_ptr(), device);
   set_operand(block, pointers, npointers, OR_REDUCE_IN, self, self.data_ptr(), device);
-  line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &self}}, "scans");
+  if (indexed) {
+    set_operand(block, pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
+    line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &self}, {OR_REDUCE_OUT1, &indices}}, "scans");
+  } else {
+    line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &self}}, "scans");
+  }
   // Workers split the lines.
   const int64_t line = self.dim() == 0 ? 1 : self.size(dim);
   launch<kReduce>(device.index(), block, pointers.data(), npointers, self.numel() > line ? self.numel() : 0);
@@ -641,13 +662,60 @@ void launch_index(at::TensorIteratorBase& iter, or_index_op op, int direct, int 
     block.indexed_sizes[k] = indexed_sizes[k];
     block.indexed_strides[k] = indexed_strides[k];
   }
-  if (op == OR_INDEX_SCATTER_ADD || op == OR_INDEX_SCATTER_MUL) {
+  if (op == OR_INDEX_SCATTER_ADD || op == OR_INDEX_SCATTER_MUL || op == OR_INDEX_SCATTER_MAX ||
+      op == OR_INDEX_SCATTER_MIN) {
     const at::ScalarType dtype = iter.dtype(indexed);
     block.compute = at::isFloatingType(dtype) ? OR_COMPUTE_F64 : OR_COMPUTE_I64;
     block.args[0] = scalar_in(alpha, static_cast<or_compute>(block.compute));
   }
   // Only a gather splits (other ops may write one element from several places).
   launch<kIndex>(device.index(), block, pointers.data(), npointers, op == OR_INDEX_GATHER ? iter.numel() : 0);
+}
+
+void launch_search(const at::Tensor& out, const at::Tensor& values, const at::Tensor& sequence, bool right) {
+  TORCH_INTERNAL_ASSERT(out.sizes() == values.sizes() && (out.scalar_type() == at::kLong || out.scalar_type() == at::kInt) &&
+                            values.scalar_type() == sequence.scalar_type() && sequence.dim() >= 1,
+                        "openreg: launch_search operands");
+  if (out.numel() == 0) {
+    return;
+  }
+  const c10::Device device = out.device();
+  for (const at::Tensor* t : {&values, &sequence}) {
+    TORCH_CHECK(t->device() == device, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", device, " and ", t->device(), "!");
+  }
+  check_dtype(supports_dtype(values.scalar_type()), "searchsorted", values.scalar_type());
+  const int64_t rank = std::max<int64_t>(values.dim(), 1);
+  TORCH_CHECK(rank <= OR_MAX_DIMS, "searchsorted of tensors with more than ", OR_MAX_DIMS,
+              " dimensions is not supported on openreg");
+  or_search block{};
+  block.ndim = static_cast<uint32_t>(rank);
+  block.right = right ? 1 : 0;
+  block.dtype = static_cast<uint32_t>(values.scalar_type());
+  block.out_dtype = static_cast<uint32_t>(out.scalar_type());
+  block.seq_len = sequence.size(-1);
+  const int64_t es = static_cast<int64_t>(sequence.element_size());
+  block.seq_stride = sequence.stride(-1) * es;
+  // dimension 0 of the block is the values' last; a 1-d sequence serves every
+  // value, an n-d one gives each value the line of its leading indices
+  for (int64_t d = 0; d < values.dim(); ++d) {
+    const int64_t logical = values.dim() - 1 - d;
+    block.sizes[d] = values.size(logical);
+    block.strides[OR_SEARCH_OUT][d] = out.stride(logical) * static_cast<int64_t>(out.element_size());
+    block.strides[OR_SEARCH_VALUES][d] = values.stride(logical) * static_cast<int64_t>(values.element_size());
+    block.strides[OR_SEARCH_SEQ][d] = sequence.dim() > 1 && d > 0 ? sequence.stride(logical) * es : 0;
+  }
+  if (values.dim() == 0) {
+    block.sizes[0] = 1;
+  }
+  block.data[OR_SEARCH_OUT] = reinterpret_cast<uint64_t>(out.data_ptr());
+  block.data[OR_SEARCH_VALUES] = reinterpret_cast<uint64_t>(values.data_ptr());
+  block.data[OR_SEARCH_SEQ] = reinterpret_cast<uint64_t>(sequence.data_ptr());
+  const std::array<uint32_t, 3> pointers = {static_cast<uint32_t>(offsetof(or_search, data)),
+                                            static_cast<uint32_t>(offsetof(or_search, data) + 8),
+                                            static_cast<uint32_t>(offsetof(or_search, data) + 16)};
+  const int64_t steps = 64 - __builtin_clzll(static_cast<unsigned long long>(block.seq_len) | 1);
+  launch<kSearch>(device.index(), block, pointers.data(), pointers.size(), out.numel() * steps);
 }
 
 void launch_nonzero(const at::Tensor& result, const at::Tensor& self, int64_t count) {

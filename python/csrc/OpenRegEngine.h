@@ -46,10 +46,13 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
 // input's dtype). Raises before anything runs as launch_elementwise does.
 void launch_reduce(at::TensorIteratorBase& iter, or_reduce_op op, std::initializer_list<c10::Scalar> args = {});
 
-// Launches scan `op` (OR_REDUCE_CUMSUM or OR_REDUCE_CUMPROD) of `self`
-// along `dim` (wrapped) into `result`, of the same shape; in place when
-// they are the same tensor.
-void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op);
+// Launches scan `op` (OR_REDUCE_CUMSUM, CUMPROD, CUMMAX, CUMMIN or
+// LOGCUMSUMEXP) of `self` along `dim` (wrapped) into `result`, of the same
+// shape; in place when they are the same tensor. CUMMAX and CUMMIN also
+// write the positions of the running extremes into `indices` (int64, same
+// shape); the other scans take none.
+void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, or_reduce_op op,
+                 const at::Tensor& indices = {});
 
 // Softmax-like op `op` (OR_SOFTMAX_*) along `dim` (negative counts from the end) into `result`:
 // forward ops read `input`; backward ops read the gradient `input` and the
@@ -101,6 +104,13 @@ void launch_flip(const at::Tensor& out, const at::Tensor& self, uint64_t flip);
 // or int64 for ARANGE into an integer tensor.
 void launch_positions(or_position_op op, const at::Tensor& out, const at::Tensor& in,
                       std::initializer_list<c10::Scalar> args);
+
+// For every element of `values`, the position in its sorted line of
+// `sequence` (the last dimension; a 1-d sequence serves every value, an n-d
+// one has the values' leading dimensions) of the first element >= it (> it
+// when `right`), into `out` (int64 or int32, values' shape), by CPU's
+// binary search.
+void launch_search(const at::Tensor& out, const at::Tensor& values, const at::Tensor& sequence, bool right);
 
 // Writes the coordinates of `self`'s first `count` nonzero elements (row-major
 // order) into `result`, an int64 [count, self.dim()] tensor on self's device.

@@ -13,6 +13,7 @@
 #include <ATen/native/IndexKernel.h>
 #include <ATen/native/IndexingUtils.h>
 #include <ATen/native/RangeFactories.h>
+#include <ATen/native/ReductionType.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorAdvancedIndexing.h>
 #include <ATen/ops/_index_put_impl_native.h>
@@ -24,6 +25,9 @@
 #include <ATen/ops/tril_meta.h>
 #include <ATen/ops/triu_meta.h>
 #include <ATen/ops/index_add_meta.h>
+#include <ATen/ops/index_copy_meta.h>
+#include <ATen/ops/index_reduce_meta.h>
+#include <ATen/ops/scatter_reduce_native.h>
 #include <ATen/ops/index_native.h>
 #include <ATen/ops/scatter_add_native.h>
 #include <ATen/ops/scatter_native.h>
@@ -130,6 +134,21 @@ void gather_kernel(const Tensor& result, const Tensor& self, int64_t dim, const 
   launch_index(iter, OR_INDEX_GATHER, 0, 1, {src.size(dim)}, {byte_stride(src, dim)}, false);
 }
 
+// The index kernel's op for a reduction (a mean sums, then divides).
+or_index_op scatter_op_of(at::native::ReductionType reduce) {
+  using at::native::ReductionType;
+  switch (reduce) {
+    case ReductionType::PROD:
+      return OR_INDEX_SCATTER_MUL;
+    case ReductionType::MAX:
+      return OR_INDEX_SCATTER_MAX;
+    case ReductionType::MIN:
+      return OR_INDEX_SCATTER_MIN;
+    default:
+      return OR_INDEX_SCATTER_ADD;
+  }
+}
+
 // self[i][index[i][j][k]][k] = src[i][j][k] (or += with scatter_add), over index's shape.
 void scatter_into(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, or_index_op op) {
   if (index.numel() == 0) {
@@ -171,6 +190,13 @@ void scatter_reduce_kernel(const Tensor& self, const int64_t dim, const Tensor& 
 void scatter_scalar_reduce_kernel(const Tensor& self, const int64_t dim, const Tensor& index, const Scalar& value,
                                   const at::native::ReductionType& reduce) {
   scatter_into(self, dim, index, at::scalar_tensor(value, self.options()), scatter_reduction(reduce));
+}
+
+// scatter_reduce(..., reduce='sum' | 'prod' | 'mean' | 'amax' | 'amin'): ATen's
+// impl fills excluded slots with the identity first and divides means after.
+void scatter_reduce_two_kernel(const Tensor& self, const int64_t dim, const Tensor& index, const Tensor& src,
+                               const at::native::ReductionType& reduce) {
+  scatter_into(self, dim, index, src, scatter_op_of(reduce));
 }
 
 // Advanced indexing: out = self[indices...] and self[indices...] = values.
@@ -268,6 +294,7 @@ REGISTER_PRIVATEUSE1_DISPATCH(scatter_fill_stub, &scatter_fill_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(scatter_add_stub, &scatter_add_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(scatter_reduce_stub, &scatter_reduce_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(scatter_scalar_reduce_stub, &scatter_scalar_reduce_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(scatter_reduce_two_stub, &scatter_reduce_two_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(index_stub, &index_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(index_put_stub, &index_put_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(arange_stub, &arange_kernel)
@@ -318,65 +345,252 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   return index_select_out(self, dim, index, result);
 }
 
-// index_add: ATen's meta checks and shapes; `out` (self, or a copy of it)
-// gets alpha * source scattered-added along dim.
-template <class Form>
-void index_add_run(Form& op, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
-                   const Scalar& alpha) {
-  auto pre = op.meta(self, dim, index, source, alpha);
-  const Tensor& out = op.maybe_get_output(0);
-  if (!out.is_same(self)) {
-    out.copy_(self);
-  }
-  if (index.numel() == 0) {
+// `source` scattered into `out` along `d` through the 1-d `index` (slice j of
+// source to slice index[j] of out), with op OR_INDEX_SCATTER (index_copy),
+// SCATTER_ADD (index_add, scaled by alpha), SCATTER_MUL, SCATTER_MAX or
+// SCATTER_MIN (index_reduce); repeated indices apply in index order.
+void scatter_along(const Tensor& out, int64_t d, const Tensor& index, const Tensor& source, or_index_op op,
+                   const Scalar& alpha = 1) {
+  if (index.numel() == 0 || out.numel() == 0) {
     return;
   }
   const Tensor dst = at_least_1d(out);
   const Tensor src = at_least_1d(source);
   const Tensor idx = index.reshape({-1});
-  const int64_t d = pre.dim;
   std::vector<int64_t> idx_strides(src.dim(), 0);
   idx_strides[d] = idx.stride(0);
   const Tensor to = restride_dim(dst, d, src.sizes());
   const Tensor idx_r = idx.as_strided(src.sizes(), idx_strides);
   auto iter = index_config().add_output(to).add_const_input(src).add_const_input(idx_r).build();
-  launch_index(iter, OR_INDEX_SCATTER_ADD, 1, 0, {dst.size(d)}, {byte_stride(dst, d)}, false, alpha);
+  launch_index(iter, op, 1, 0, {dst.size(d)}, {byte_stride(dst, d)}, false, alpha);
 }
 
-using IndexAddMeta = at::meta::structured_index_add;
-
-Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
-  using Op = at::_ops::index_add;
-  if (!engine_handles(self, source, alpha)) {
-    return fallback<Op>(self, dim, index, source, alpha);
+// The functional, in-place and out= forms of a structured op whose meta
+// returns precomputed values (so OPENREG_STRUCTURED cannot take it):
+// `Run::run(op, self, rest...)` runs the meta and the device work.
+template <class Meta, class Run, class FunctionalOp, class InplaceOp, class OutOp, class... Rest>
+struct PrecomputedForms {
+  static Tensor functional(const Tensor& self, Rest... rest) {
+    if (!engine_handles(self, rest...)) {
+      return fallback<FunctionalOp>(self, rest...);
+    }
+    openreg::count_op(counted_name<FunctionalOp>(), true);
+    structured::Functional<Meta> op;
+    Run::run(op, self, rest...);
+    return std::move(op.outputs_[0]);
   }
-  openreg::count_op(counted_name<Op>(), true);
-  structured::Functional<IndexAddMeta> op;
-  index_add_run(op, self, dim, index, source, alpha);
-  return std::move(op.outputs_[0]);
+
+  static Tensor& inplace(Tensor& self, Rest... rest) {
+    if (!engine_handles(self, rest...)) {
+      return fallback<InplaceOp>(self, rest...);
+    }
+    openreg::count_op(counted_name<InplaceOp>(), true);
+    structured::Inplace<Meta> op(self);
+    Run::run(op, self, rest...);
+    return self;
+  }
+
+  static Tensor& out(const Tensor& self, Rest... rest, Tensor& out) {
+    if (!engine_handles(self, rest..., out)) {
+      return fallback<OutOp>(self, rest..., out);
+    }
+    openreg::count_op(counted_name<OutOp>(), true);
+    structured::Out<Meta> op(out);
+    Run::run(op, self, rest...);
+    return out;
+  }
+
+  static void register_all(torch::Library& m) {
+    m.impl(structured::schema_name<FunctionalOp>().c_str(), TORCH_FN(functional));
+    m.impl(structured::schema_name<InplaceOp>().c_str(), TORCH_FN(inplace));
+    m.impl(structured::schema_name<OutOp>().c_str(), TORCH_FN(out));
+  }
+};
+
+// The meta's output: self itself (in place) or a copy of self to work on.
+template <class Form>
+const Tensor& output_from(Form& op, const Tensor& self) {
+  const Tensor& out = op.maybe_get_output(0);
+  if (!out.is_same(self)) {
+    out.copy_(self);
+  }
+  return out;
 }
 
-Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
-  using Op = at::_ops::index_add_;
-  if (!engine_handles(self, source, alpha)) {
-    return fallback<Op>(self, dim, index, source, alpha);
+// index_add: alpha * source added into the slices index names.
+struct IndexAddRun {
+  template <class Form>
+  static void run(Form& op, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                  const Scalar& alpha) {
+    auto pre = op.meta(self, dim, index, source, alpha);
+    scatter_along(output_from(op, self), pre.dim, index, source, OR_INDEX_SCATTER_ADD, alpha);
+  }
+};
+using IndexAdd = PrecomputedForms<at::meta::structured_index_add, IndexAddRun, at::_ops::index_add,
+                                  at::_ops::index_add_, at::_ops::index_add_out, int64_t, const Tensor&,
+                                  const Tensor&, const Scalar&>;
+
+// index_copy: source's slices copied to the slices index names.
+struct IndexCopyRun {
+  template <class Form>
+  static void run(Form& op, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+    auto pre = op.meta(self, dim, index, source);
+    scatter_along(output_from(op, self), pre.dim, index, source, OR_INDEX_SCATTER);
+  }
+};
+using IndexCopy = PrecomputedForms<at::meta::structured_index_copy, IndexCopyRun, at::_ops::index_copy,
+                                   at::_ops::index_copy_, at::_ops::index_copy_out, int64_t, const Tensor&,
+                                   const Tensor&>;
+
+// The value a reduction starts from where the output's own values are left
+// out (include_self=False), as CPU's index_reduce and scatter_reduce take it.
+Scalar reduction_identity(at::native::ReductionType reduce, at::ScalarType dtype) {
+  using at::native::ReductionType;
+  Scalar value = 0;
+  AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, dtype, "reduction_identity", [&] {
+    using limits = std::numeric_limits<scalar_t>;
+    if (reduce == ReductionType::PROD) {
+      value = 1;
+    } else if (reduce == ReductionType::MAX) {
+      value = limits::has_infinity ? Scalar(-limits::infinity()) : Scalar(limits::lowest());
+    } else if (reduce == ReductionType::MIN) {
+      value = limits::has_infinity ? Scalar(limits::infinity()) : Scalar(limits::max());
+    }
+  });
+  return value;
+}
+
+// index_reduce: source's slices reduced ('prod', 'mean', 'amax', 'amin') into
+// the slices index names, with or without their own values; a mean divides by
+// the number of contributions (floor division for integers), as CPU.
+struct IndexReduceRun {
+  template <class Form>
+  static void run(Form& op, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                  c10::string_view reduce_name, bool include_self) {
+    auto pre = op.meta(self, dim, index, source, reduce_name, include_self);
+    const Tensor& out = output_from(op, self);
+    const auto reduce = at::native::get_operator_enum(reduce_name, /*use_new_options=*/true);
+    if (!include_self) {
+      const_cast<Tensor&>(out).index_fill_(pre.dim, index, reduction_identity(reduce, out.scalar_type()));
+    }
+    scatter_along(out, pre.dim, index, source, scatter_op_of(reduce));
+    if (reduce == at::native::ReductionType::MEAN) {
+      Tensor counts = include_self ? at::ones_like(out) : at::zeros_like(out);
+      counts.index_add_(pre.dim, index, at::ones_like(source));
+      counts.masked_fill_(counts == 0, 1);
+      if (out.is_floating_point()) {
+        const_cast<Tensor&>(out).div_(counts);
+      } else {
+        const_cast<Tensor&>(out).div_(counts, "floor");
+      }
+    }
+  }
+};
+using IndexReduce = PrecomputedForms<at::meta::structured_index_reduce, IndexReduceRun, at::_ops::index_reduce,
+                                     at::_ops::index_reduce_, at::_ops::index_reduce_out, int64_t, const Tensor&,
+                                     const Tensor&, c10::string_view, bool>;
+
+// take: the elements of self (as if flattened) at `index`, negative
+// positions counting from the end, into index's shape.
+Tensor& take_out(const Tensor& self, const Tensor& index, Tensor& out) {
+  using Op = at::_ops::take_out;
+  if (!engine_handles(self, out)) {
+    return fallback<Op>(self, index, out);
   }
   openreg::count_op(counted_name<Op>(), true);
-  structured::Inplace<IndexAddMeta> op(self);
-  index_add_run(op, self, dim, index, source, alpha);
+  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "take(): self and out expected to have the same dtype, but got "
+              "self.dtype = ", self.scalar_type(), " and out.dtype = ", out.scalar_type());
+  TORCH_CHECK(self.device() == out.device() && self.device() == index.device(), "take(): self, index and out "
+              "expected to be in the same device, but got self.device = ", self.device(), ", index.device = ",
+              index.device(), ", and out.device = ", out.device());
+  TORCH_CHECK_INDEX(!(self.numel() == 0 && index.numel() != 0), "take(): tried to take from an empty tensor");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, index);
+  at::assert_no_overlap(out, self);
+  at::native::resize_output(out, index.sizes());
+  if (index.numel() == 0) {
+    return out;
+  }
+  const Tensor flat = self.reshape({-1});
+  const Tensor from = flat.as_strided(index.sizes(), std::vector<int64_t>(index.dim(), 0));
+  auto iter = index_config().add_output(out).add_const_input(from).add_const_input(index).build();
+  launch_index(iter, OR_INDEX_GATHER, 0, 1, {flat.numel()}, {byte_stride(flat, 0)}, true);
+  return out;
+}
+
+Tensor take(const Tensor& self, const Tensor& index) {
+  Tensor out = at::empty({0}, self.options());
+  return take_out(self, index, out);
+}
+
+// put_: source's elements written (or added) to self's (as if flattened) at `index`.
+Tensor& put_(Tensor& self, const Tensor& index, const Tensor& source, bool accumulate) {
+  using Op = at::_ops::put_;
+  if (!engine_handles(self, source)) {
+    return fallback<Op>(self, index, source, accumulate);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ",
+                    index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same dtype, "
+              "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK(self.device() == source.device() && self.device() == index.device(), "put_(): self, index and source "
+              "expected to be in the same device, but got self.device = ", self.device(), ", index.device = ",
+              index.device(), ", and source.device = ", source.device());
+  TORCH_CHECK_INDEX(source.numel() == index.numel(), "put_(): Expected source and index to have the same number of "
+                    "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
+  TORCH_CHECK_INDEX(!(self.numel() == 0 && index.numel() != 0), "put_(): Tried to put elements into an empty tensor");
+  at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, index);
+  at::assert_no_overlap(self, source);
+  if (index.numel() == 0) {
+    return self;
+  }
+  const Tensor work = self.is_contiguous() ? self : self.contiguous();
+  const Tensor flat = work.view({-1});
+  const Tensor to = flat.as_strided(index.sizes(), std::vector<int64_t>(index.dim(), 0));
+  const Tensor from = source.reshape(index.sizes());
+  auto iter = index_config().add_output(to).add_const_input(from).add_const_input(index).build();
+  launch_index(iter, accumulate ? OR_INDEX_SCATTER_ADD : OR_INDEX_SCATTER, 1, 0, {flat.numel()},
+               {byte_stride(flat, 0)}, true);
+  if (!work.is_same(self)) {
+    self.copy_(work);
+  }
   return self;
 }
 
-Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha,
-                      Tensor& out) {
-  using Op = at::_ops::index_add_out;
-  if (!engine_handles(self, source, alpha, out)) {
-    return fallback<Op>(self, dim, index, source, alpha, out);
+// repeat_interleave(repeats): i repeated repeats[i] times. Each block's start
+// gets a mark (several marks where blocks are empty); the running count of
+// marks is the block index. The total is read back unless output_size names it.
+Tensor repeat_interleave_indices(const Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  using Op = at::_ops::repeat_interleave_Tensor;
+  if (!engine_handles(repeats)) {
+    return fallback<Op>(repeats, output_size);
   }
   openreg::count_op(counted_name<Op>(), true);
-  structured::Out<IndexAddMeta> op(out);
-  index_add_run(op, self, dim, index, source, alpha);
-  return out;
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  const int64_t n = repeats.size(0);
+  if (n == 0) {
+    return at::empty_like(repeats, at::MemoryFormat::Contiguous);
+  }
+  const Tensor ends = repeats.cumsum(0, at::kLong);
+  int64_t total = 0;
+  if (output_size.has_value()) {
+    total = output_size->expect_int();
+  } else {
+    const Tensor read = at::stack({ends.select(0, n - 1), repeats.lt(0).any().to(at::kLong)}).cpu();
+    total = read.const_data_ptr<int64_t>()[0];
+    TORCH_CHECK(read.const_data_ptr<int64_t>()[1] == 0, "repeats can not be negative");
+  }
+  Tensor marks = at::zeros({total + 1}, repeats.options().dtype(at::kLong));
+  if (n > 1) {
+    marks.index_add_(0, ends.narrow(0, 0, n - 1).clamp(0, total), at::ones({n - 1}, marks.options()));
+  }
+  return marks.narrow(0, 0, total).cumsum(0).to(repeats.scalar_type());
 }
 
 // self.index_fill_(dim, index, value): value scattered to every slice index names.
@@ -604,6 +818,43 @@ void triangle_impl(at::impl::MetaBase& op, const Tensor& self, int64_t diagonal)
 }
 
 // eye: zeros with ones on the diagonal (a strided view), both device fills.
+// logspace: base ** (the linspace of exponents), both on the device, in CPU's
+// arithmetic: for floating results the exponents and powers in double from
+// the ends converted to the result's type; for integer results in float32.
+Tensor& logspace_out(const Scalar& start, const Scalar& end, int64_t steps, double base, Tensor& result) {
+  using Op = at::_ops::logspace_out;
+  if (!engine_handles(result, start, end)) {
+    return fallback<Op>(start, end, steps, base, result);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (result.numel() != steps) {
+    result.resize_({steps});
+  }
+  if (steps == 0) {
+    return result;
+  }
+  if (steps == 1) {
+    result.fill_(std::pow(base, start.to<double>()));
+    return result;
+  }
+  const bool integral = !at::isFloatingType(result.scalar_type());
+  double a = 0.0, b = 0.0, step = 0.0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, result.scalar_type(), "logspace", [&] {
+    const scalar_t first = start.to<scalar_t>();
+    const scalar_t last = end.to<scalar_t>();
+    a = static_cast<double>(first);
+    b = static_cast<double>(last);
+    step = integral ? static_cast<double>(static_cast<float>(last - first) / static_cast<float>(steps - 1))
+                    : static_cast<double>(last - first) / static_cast<double>(steps - 1);
+  });
+  const Tensor exponents = at::empty({steps}, result.options().dtype(integral ? at::kFloat : at::kDouble));
+  launch_positions(OR_POSITION_LINSPACE, exponents, exponents, {a, b, step, steps});
+  const Scalar base_value = integral ? Scalar(static_cast<double>(static_cast<float>(base))) : Scalar(base);
+  result.copy_(at::pow(base_value, exponents));
+  return result;
+}
+
 Tensor& eye_out(int64_t n, int64_t m, Tensor& result) {
   using Op = at::_ops::eye_m_out;
   if (!engine_handles(result)) {
@@ -703,6 +954,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, triu, triangle_impl<OR_POSITION_TRIU>, triu, triu_, triu_out);
   OPENREG_NATIVE(m, arange_start_out, at::native::arange_out);
   OPENREG_NATIVE(m, linspace_out, at::native::linspace_out);
+  m.impl("logspace.out", TORCH_FN(logspace_out));
   m.impl("roll", TORCH_FN(roll));
   m.impl("eye.m_out", TORCH_FN(eye_out));
   m.impl("eye.out", TORCH_FN(eye_n_out));
@@ -717,9 +969,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED_NATIVE(m, scatter_add, scatter_add, scatter_add_, scatter_add_out);
   m.impl("index_select", TORCH_FN(index_select));
   m.impl("index_select.out", TORCH_FN(index_select_out));
-  m.impl("index_add", TORCH_FN(index_add));
-  m.impl("index_add_", TORCH_FN(index_add_));
-  m.impl("index_add.out", TORCH_FN(index_add_out));
+  OPENREG_STRUCTURED_NATIVE(m, scatter_reduce_two, scatter_reduce_two, scatter_reduce__two, scatter_reduce_two_out);
+  IndexAdd::register_all(m);
+  IndexCopy::register_all(m);
+  IndexReduce::register_all(m);
+  m.impl("take", TORCH_FN(take));
+  m.impl("take.out", TORCH_FN(take_out));
+  m.impl("put_", TORCH_FN(put_));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave_indices));
   m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_scalar));
   m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor));
   m.impl("index.Tensor", TORCH_FN(index));

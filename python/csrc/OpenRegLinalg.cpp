@@ -1,7 +1,8 @@
 // The linear-algebra family on the device engine: mm, addmm, bmm, baddbmm,
 // addmv (and mv, which ATen builds on it), dot and vdot. matmul, linear,
 // einsum and tensordot are composites of these, so they follow without
-// entries.
+// entries. Also the cross product and pairwise distances (cdist), as
+// elementwise compositions after ATen's own checks.
 //
 // The structured ops keep ATen's meta functions (shape, dtype and broadcast
 // checks, output allocation; OpenRegStructured.h); each impl below hands its
@@ -9,8 +10,15 @@
 // (engine::launch_gemm), which reads transposed, sliced and expanded
 // operands without copies.
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/Cross.h>
+#include <ATen/native/Distance.h>
+#include <ATen/ops/_cdist_backward_native.h>
+#include <ATen/ops/_cdist_forward_native.h>
+#include <ATen/ops/linalg_cross_native.h>
 #include <ATen/ops/addmm_meta.h>
 #include <ATen/ops/addmv_meta.h>
 #include <ATen/ops/baddbmm_meta.h>
@@ -123,8 +131,62 @@ Tensor dot_entry(const Tensor& self, const Tensor& other) {
   return dot_kernel(self, other);
 }
 
+// ---- cross product and pairwise distances (DispatchStub entries) ----
+
+// result = a x b along `d` (a and b broadcast to result's shape): component
+// i is a_j b_k - a_k b_j for (i, j, k) cyclic.
+void cross_kernel(const Tensor& result, const Tensor& a, const Tensor& b, const int64_t d) {
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t j = (i + 1) % 3, k = (i + 2) % 3;
+    Tensor component = result.select(d, i);
+    at::sub_out(component, a.select(d, j) * b.select(d, k), a.select(d, k) * b.select(d, j));
+  }
+}
+
+// The p-norm distance of every row of x1 (b, r1, m) to every row of x2
+// (b, r2, m) into result (b * r1 * r2 elements): ATen's _cdist_forward calls this for
+// the direct path (its mm-based Euclidean path is a composite already).
+void cdist_kernel(Tensor& result, const Tensor& x1, const Tensor& x2, const double p) {
+  const Tensor diff = x1.unsqueeze(-2) - x2.unsqueeze(-3);
+  result.copy_(at::linalg_vector_norm(diff, p, -1, false, std::nullopt).view(result.sizes()));
+}
+
+// The gradient of cdist with respect to x1 (b, r1, m), from the gradient
+// and the distances (b, r1, r2), as CPU's kernel defines it per p: 0 where a
+// distance is 0 (and, for p < 1, where a difference is).
+void cdist_backward_kernel(Tensor& grad_x1, const Tensor& grad, const Tensor& x1, const Tensor& x2, const double p,
+                           const Tensor& cdist) {
+  if (p == 0.0 || grad_x1.numel() == 0) {
+    grad_x1.zero_();
+    return;
+  }
+  const Tensor diff = x1.unsqueeze(-2) - x2.unsqueeze(-3);
+  const Tensor dist = cdist.unsqueeze(-1);
+  const Tensor g = grad.unsqueeze(-1);
+  Tensor each;
+  if (p == 1.0) {
+    each = g * diff.sign();
+  } else if (p == 2.0) {
+    each = at::where(dist == 0, 0, g * diff / dist);
+  } else if (std::isinf(p)) {
+    each = g * diff.sign() * (diff.abs() == dist);
+  } else if (p < 1.0) {
+    each = at::where((dist == 0).logical_or(diff == 0), 0,
+                     g * diff.sign() * diff.abs().pow(p - 1) / dist.pow(p - 1));
+  } else {
+    each = at::where(dist == 0, 0, g * diff * diff.abs().pow(p - 2) / dist.pow(p - 1));
+  }
+  grad_x1.copy_(each.sum(-2).view(grad_x1.sizes()));
+}
+
 } // namespace
 } // namespace openreg::linalg
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(cross_stub, &openreg::linalg::cross_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(cdist_stub, &openreg::linalg::cdist_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(cdist_backward_stub, &openreg::linalg::cdist_backward_kernel)
+} // namespace at::native
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace openreg::linalg;
@@ -135,4 +197,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, addmv, addmv_impl, addmv, addmv_, addmv_out);
   m.impl("dot", TORCH_FN(dot_entry<at::_ops::dot>));
   m.impl("vdot", TORCH_FN(dot_entry<at::_ops::vdot>));
+  OPENREG_STRUCTURED_NATIVE(m, linalg_cross_out, linalg_cross, none, linalg_cross_out);
+  OPENREG_NATIVE(m, _cdist_forward, at::native::_cdist_forward);
+  OPENREG_NATIVE(m, _cdist_backward, at::native::_cdist_backward);
 }

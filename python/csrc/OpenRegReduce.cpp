@@ -1,8 +1,11 @@
 // The reduction family on the device engine: sum, mean, prod, nansum,
 // amax/amin, max/min (values and indices, and over everything), argmax/
 // argmin, aminmax, all/any, vector norms, var/std (and with the mean),
-// cumsum/cumprod. Composite ops built from these (logsumexp, count_nonzero's
-// and norm's Python paths, clip_grad_norm_, ...) follow without entries.
+// cumsum/cumprod/cummax/cummin/logcumsumexp, and the order statistics over
+// the device's stable sort (median, nanmedian, kthvalue, mode). Composite ops
+// built from these (logsumexp, count_nonzero's and norm's Python paths,
+// clip_grad_norm_, torch.equal, trace, ...) follow without entries or with
+// one-line ones.
 //
 // ATen's own native functions and structured impls do the argument work
 // (dims, keepdim, dtype=, output shape and dtype, empty inputs); they call a
@@ -19,6 +22,7 @@
 #include <ATen/native/ReduceAllOps.h>
 #include <ATen/native/ReduceOps.h>
 #include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/Sorting.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/ops/all_native.h>
@@ -30,6 +34,7 @@
 #include <ATen/ops/argmin_native.h>
 #include <ATen/ops/cumprod_native.h>
 #include <ATen/ops/cumsum_native.h>
+#include <ATen/ops/norm_native.h>
 #include <ATen/ops/linalg_vector_norm_native.h>
 #include <ATen/ops/max_native.h>
 #include <ATen/ops/mean_native.h>
@@ -228,6 +233,324 @@ Tensor count_nonzero(const Tensor& self, at::IntArrayRef dims) {
   return (self != 0).sum(dims);
 }
 
+// ---- scans with their own entries: cummax/cummin's helpers, logcumsumexp ----
+
+// cummax / cummin: ATen's composite allocates values and indices (self's
+// shape) and calls this helper.
+template <or_reduce_op Op>
+void cum_extreme_helper(const Tensor& self, Tensor& values, Tensor& indices, int64_t dim) {
+  using HelperOp = std::conditional_t<Op == OR_REDUCE_CUMMAX, at::_ops::_cummax_helper, at::_ops::_cummin_helper>;
+  if (!engine_handles(self, values, indices)) {
+    fallback<HelperOp>(self, values, indices, dim);
+    return;
+  }
+  openreg::count_op(counted_name<HelperOp>(), true);
+  launch_scan(values, self, c10::maybe_wrap_dim(dim, self.dim()), Op, indices);
+}
+
+Tensor& logcumsumexp_out(const Tensor& self, int64_t dim, Tensor& out) {
+  using Op = at::_ops::_logcumsumexp_out;
+  if (!engine_handles(self, out)) {
+    return fallback<Op>(self, dim, out);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  const int64_t d = c10::maybe_wrap_dim(dim, self.dim());
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) {
+    return out;
+  }
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "logcumsumexp: expected out of dtype ", self.scalar_type());
+  launch_scan(out, self, d, OR_REDUCE_LOGCUMSUMEXP);
+  return out;
+}
+
+Tensor logcumsumexp(const Tensor& self, int64_t dim) {
+  Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return logcumsumexp_out(self, dim, out);
+}
+
+// ---- order statistics: a stable sort along the dimension, then one pick ----
+
+// The slice of `t` at positions `pos` (one per line, `dim` of size 1).
+Tensor pick(const Tensor& t, int64_t dim, const Tensor& pos) {
+  return t.gather(dim, pos);
+}
+
+// values and indices at position `pos` (int64, keepdim shape) of the sorted
+// lines of `self` along `dim`, squeezed unless `keepdim`.
+std::tuple<Tensor, Tensor> pick_sorted(const Tensor& sorted, const Tensor& order, int64_t dim, const Tensor& pos,
+                                       bool keepdim) {
+  Tensor values = pick(sorted, dim, pos);
+  Tensor indices = pick(order, dim, pos);
+  if (!keepdim) {
+    values = values.squeeze(dim);
+    indices = indices.squeeze(dim);
+  }
+  return {values, indices};
+}
+
+// The dimension an order statistic works along, and `self` with at least one dimension.
+std::pair<Tensor, int64_t> line_input(const Tensor& self, int64_t dim) {
+  const int64_t d = c10::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
+  return {self.dim() == 0 ? self.view({1}) : self, self.dim() == 0 ? 0 : d};
+}
+
+void check_nonempty_line(const Tensor& self, int64_t dim, const char* name) {
+  TORCH_CHECK_INDEX(self.dim() == 0 || self.size(dim) > 0, name, "(): Expected reduction dim ", dim,
+                    " to have non-zero size.");
+}
+
+// median / nanmedian along `dim`: the lower median ((n - 1) / 2 in sorted order).
+// median: a line holding NaN gives NaN and the position of its first NaN (the
+// stable sort puts NaNs last, in their order); nanmedian ignores NaNs (a line of
+// only NaNs gives its first).
+std::tuple<Tensor, Tensor> median_dim_impl(const Tensor& self_in, int64_t dim_in, bool keepdim, bool ignore_nan) {
+  check_dtype(self_in.scalar_type() != at::kBool, ignore_nan ? "nanmedian" : "median", at::kBool);
+  auto [self, dim] = line_input(self_in, dim_in);
+  check_nonempty_line(self_in, dim, ignore_nan ? "nanmedian" : "median");
+  auto [sorted, order] = at::sort(self, /*stable=*/true, dim, /*descending=*/false);
+  const int64_t n = self.size(dim);
+  Tensor pos;
+  if (at::isFloatingType(self.scalar_type())) {
+    const Tensor nans = self.isnan().sum(dim, /*keepdim=*/true);
+    pos = ignore_nan ? (n - nans - 1).clamp_min(0).div(2, "floor") : at::where(nans > 0, n - nans, (n - 1) / 2);
+  } else {
+    auto shape = self.sizes().vec();
+    shape[dim] = 1;
+    pos = at::full(shape, (n - 1) / 2, self.options().dtype(at::kLong));
+  }
+  auto [values, indices] = pick_sorted(sorted, order, dim, pos, keepdim || self_in.dim() == 0);
+  if (self_in.dim() == 0) {
+    return {values.reshape(at::IntArrayRef{}), indices.reshape(at::IntArrayRef{})};
+  }
+  return {values, indices};
+}
+
+// median() / nanmedian() of every element: the same pick over the flattened
+// tensor (NaN for an empty one, as CPU).
+Tensor median_all_impl(const Tensor& self, bool ignore_nan) {
+  if (self.numel() == 0) {
+    return at::full({}, std::numeric_limits<float>::quiet_NaN(), self.options().dtype(at::kFloat))
+        .to(self.scalar_type());
+  }
+  return std::get<0>(median_dim_impl(self.reshape({-1}), 0, false, ignore_nan)).reshape(at::IntArrayRef{});
+}
+
+// kthvalue: the k-th smallest (NaN above every number).
+std::tuple<Tensor, Tensor> kthvalue_impl(const Tensor& self_in, int64_t k, int64_t dim_in, bool keepdim) {
+  check_dtype(self_in.scalar_type() != at::kBool, "kthvalue", at::kBool);
+  auto [self, dim] = line_input(self_in, dim_in);
+  const int64_t n = self.size(dim);
+  TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", dim);
+  auto [sorted, order] = at::sort(self, /*stable=*/true, dim, /*descending=*/false);
+  auto [values, indices] = pick_sorted(sorted.narrow(dim, k - 1, 1), order.narrow(dim, k - 1, 1), dim,
+                                       at::zeros({1}, self.options().dtype(at::kLong)).expand(
+                                           sorted.narrow(dim, 0, 1).sizes()),
+                                       keepdim || self_in.dim() == 0);
+  if (self_in.dim() == 0) {
+    return {values.reshape(at::IntArrayRef{}), indices.reshape(at::IntArrayRef{})};
+  }
+  return {values, indices};
+}
+
+// mode: the most frequent value of each line (the smallest of equally
+// frequent ones, as CPU) and the position of one of its occurrences. In
+// sorted order each run of equal values ends where its length peaks; the
+// first position of the longest run's end is the answer.
+std::tuple<Tensor, Tensor> mode_impl(const Tensor& self_in, int64_t dim_in, bool keepdim) {
+  auto [self, dim] = line_input(self_in, dim_in);
+  check_nonempty_line(self_in, dim, "mode");
+  auto [sorted, order] = at::sort(self, /*stable=*/true, dim, /*descending=*/false);
+  const int64_t n = self.size(dim);
+  auto view = std::vector<int64_t>(self.dim(), 1);
+  view[dim] = n;
+  const Tensor position = at::arange(n, self.options().dtype(at::kLong)).view(view).expand(sorted.sizes());
+  // a run starts where the value differs from the one before it
+  const Tensor starts = at::cat({at::ones_like(sorted.narrow(dim, 0, 1), at::kBool),
+                                 sorted.narrow(dim, 1, n - 1).ne(sorted.narrow(dim, 0, n - 1))},
+                                dim);
+  const Tensor run_start = std::get<0>(at::where(starts, position, 0).cummax(dim));
+  const Tensor length = position - run_start;
+  const Tensor pos = length.argmax(dim, /*keepdim=*/true);
+  auto [values, indices] = pick_sorted(sorted, order, dim, pos, keepdim || self_in.dim() == 0);
+  if (self_in.dim() == 0) {
+    return {values.reshape(at::IntArrayRef{}), indices.reshape(at::IntArrayRef{})};
+  }
+  return {values, indices};
+}
+
+// The out= forms: the results copied into (resized) outputs, as ATen's
+// composite out= functions do.
+std::tuple<Tensor&, Tensor&> into(std::tuple<Tensor, Tensor> result, Tensor& values, Tensor& indices) {
+  TORCH_CHECK(values.scalar_type() == std::get<0>(result).scalar_type(), "expected values of dtype ",
+              std::get<0>(result).scalar_type(), " but got ", values.scalar_type());
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "expected indices of dtype Long but got ", indices.scalar_type());
+  at::native::resize_output(values, std::get<0>(result).sizes());
+  at::native::resize_output(indices, std::get<1>(result).sizes());
+  values.copy_(std::get<0>(result));
+  indices.copy_(std::get<1>(result));
+  return {values, indices};
+}
+
+template <bool IgnoreNan>
+struct Median {
+  using Dim = std::conditional_t<IgnoreNan, at::_ops::nanmedian_dim, at::_ops::median_dim>;
+  using DimOut = std::conditional_t<IgnoreNan, at::_ops::nanmedian_dim_values, at::_ops::median_dim_values>;
+  using All = std::conditional_t<IgnoreNan, at::_ops::nanmedian, at::_ops::median>;
+
+  static std::tuple<Tensor, Tensor> dim(const Tensor& self, int64_t d, bool keepdim) {
+    if (!engine_handles(self)) {
+      return fallback<Dim>(self, d, keepdim);
+    }
+    openreg::count_op(counted_name<Dim>(), true);
+    return median_dim_impl(self, d, keepdim, IgnoreNan);
+  }
+
+  static std::tuple<Tensor&, Tensor&> dim_out(const Tensor& self, int64_t d, bool keepdim, Tensor& values,
+                                              Tensor& indices) {
+    if (!engine_handles(self, values, indices)) {
+      return fallback<DimOut>(self, d, keepdim, values, indices);
+    }
+    openreg::count_op(counted_name<DimOut>(), true);
+    return into(median_dim_impl(self, d, keepdim, IgnoreNan), values, indices);
+  }
+
+  static Tensor all(const Tensor& self) {
+    if (!engine_handles(self)) {
+      return fallback<All>(self);
+    }
+    openreg::count_op(counted_name<All>(), true);
+    return median_all_impl(self, IgnoreNan);
+  }
+};
+
+std::tuple<Tensor, Tensor> kthvalue(const Tensor& self, c10::SymInt k, int64_t dim, bool keepdim) {
+  using Op = at::_ops::kthvalue;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, k, dim, keepdim);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return kthvalue_impl(self, k.expect_int(), dim, keepdim);
+}
+
+std::tuple<Tensor&, Tensor&> kthvalue_out(const Tensor& self, c10::SymInt k, int64_t dim, bool keepdim,
+                                          Tensor& values, Tensor& indices) {
+  using Op = at::_ops::kthvalue_values;
+  if (!engine_handles(self, values, indices)) {
+    return fallback<Op>(self, k, dim, keepdim, values, indices);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return into(kthvalue_impl(self, k.expect_int(), dim, keepdim), values, indices);
+}
+
+std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
+  using Op = at::_ops::mode;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, dim, keepdim);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return mode_impl(self, dim, keepdim);
+}
+
+std::tuple<Tensor&, Tensor&> mode_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
+                                      Tensor& indices) {
+  using Op = at::_ops::mode_values;
+  if (!engine_handles(self, values, indices)) {
+    return fallback<Op>(self, dim, keepdim, values, indices);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return into(mode_impl(self, dim, keepdim), values, indices);
+}
+
+// ---- composites of the reductions ----
+
+// torch.equal: same shape and every element equal (NaN never is), read back
+// as CPU reads its answer.
+bool equal(const Tensor& self, const Tensor& other) {
+  using Op = at::_ops::equal;
+  if (!engine_handles(self, other)) {
+    return fallback<Op>(self, other);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ",
+              self.device(), " and ", other.device());
+  if (self.sizes() != other.sizes()) {
+    return false;
+  }
+  if (self.numel() == 0) {
+    return true;
+  }
+  return at::eq(self, other).all().item<bool>();
+}
+
+// trace: the sum of the diagonal (integers summed into int64, as CPU).
+Tensor trace(const Tensor& self) {
+  using Op = at::_ops::trace;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  return self.diagonal().sum();
+}
+
+// torch.norm(x, p, dim, keepdim[, dtype]): ATen's structured norm, whose
+// impl reaches linalg_vector_norm (its meta takes p as OptionalScalarRef).
+at::OptionalScalarRef scalar_ref(const std::optional<Scalar>& p) {
+  return p.has_value() ? at::OptionalScalarRef(&*p) : at::OptionalScalarRef();
+}
+
+Tensor norm_dim(const Tensor& self, const std::optional<Scalar>& p, at::IntArrayRef dim, bool keepdim) {
+  using Op = at::_ops::norm_ScalarOpt_dim;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, p, dim, keepdim);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Functional<at::native::structured_norm_out> op;
+  op.meta(self, scalar_ref(p), dim, keepdim);
+  op.impl(self, scalar_ref(p), dim, keepdim, op.maybe_get_output(0));
+  return std::move(op.outputs_[0]);
+}
+
+Tensor& norm_dim_out(const Tensor& self, const std::optional<Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     Tensor& out) {
+  using Op = at::_ops::norm_out;
+  if (!engine_handles(self, out)) {
+    return fallback<Op>(self, p, dim, keepdim, out);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Out<at::native::structured_norm_out> op(out);
+  op.meta(self, scalar_ref(p), dim, keepdim);
+  op.impl(self, scalar_ref(p), dim, keepdim, op.maybe_get_output(0));
+  return out;
+}
+
+Tensor norm_dim_dtype(const Tensor& self, const std::optional<Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                      at::ScalarType dtype) {
+  using Op = at::_ops::norm_ScalarOpt_dim_dtype;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, p, dim, keepdim, dtype);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Functional<at::native::structured_norm_dtype_out> op;
+  op.meta(self, scalar_ref(p), dim, keepdim, dtype);
+  op.impl(self, scalar_ref(p), dim, keepdim, dtype, op.maybe_get_output(0));
+  return std::move(op.outputs_[0]);
+}
+
+Tensor& norm_dim_dtype_out(const Tensor& self, const std::optional<Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                           at::ScalarType dtype, Tensor& out) {
+  using Op = at::_ops::norm_dtype_out;
+  if (!engine_handles(self, out)) {
+    return fallback<Op>(self, p, dim, keepdim, dtype, out);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  structured::Out<at::native::structured_norm_dtype_out> op(out);
+  op.meta(self, scalar_ref(p), dim, keepdim, dtype);
+  op.impl(self, scalar_ref(p), dim, keepdim, dtype, op.maybe_get_output(0));
+  return out;
+}
+
 // ---- two-output structured ops: max.dim, min.dim, aminmax ----
 
 // The functional and out= forms of a structured op with two outputs whose
@@ -362,6 +685,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sort.values_stable", TORCH_FN(SortOp::out));
   m.impl("topk", TORCH_FN(TopKOp::functional));
   m.impl("topk.values", TORCH_FN(TopKOp::out));
+  // scans with indices, log-sum-exp scans
+  m.impl("_cummax_helper", TORCH_FN(cum_extreme_helper<OR_REDUCE_CUMMAX>));
+  m.impl("_cummin_helper", TORCH_FN(cum_extreme_helper<OR_REDUCE_CUMMIN>));
+  m.impl("_logcumsumexp", TORCH_FN(logcumsumexp));
+  m.impl("_logcumsumexp.out", TORCH_FN(logcumsumexp_out));
+  // order statistics
+  m.impl("median.dim", TORCH_FN(Median<false>::dim));
+  m.impl("median.dim_values", TORCH_FN(Median<false>::dim_out));
+  m.impl("median", TORCH_FN(Median<false>::all));
+  m.impl("nanmedian.dim", TORCH_FN(Median<true>::dim));
+  m.impl("nanmedian.dim_values", TORCH_FN(Median<true>::dim_out));
+  m.impl("nanmedian", TORCH_FN(Median<true>::all));
+  m.impl("kthvalue", TORCH_FN(kthvalue));
+  m.impl("kthvalue.values", TORCH_FN(kthvalue_out));
+  m.impl("mode", TORCH_FN(mode));
+  m.impl("mode.values", TORCH_FN(mode_out));
+  // composites
+  m.impl("equal", TORCH_FN(equal));
+  m.impl("trace", TORCH_FN(trace));
+  m.impl("norm.ScalarOpt_dim", TORCH_FN(norm_dim));
+  m.impl("norm.out", TORCH_FN(norm_dim_out));
+  m.impl("norm.ScalarOpt_dim_dtype", TORCH_FN(norm_dim_dtype));
+  m.impl("norm.dtype_out", TORCH_FN(norm_dim_dtype_out));
 }
 
 } // namespace openreg::reduce

@@ -87,6 +87,15 @@ BINARY = {
     "logical_or": torch.logical_or,
     "logical_xor": torch.logical_xor,
     "atan2": torch.atan2,
+    "logaddexp": torch.logaddexp,
+    "logaddexp2": torch.logaddexp2,
+    "hypot": torch.hypot,
+    "copysign": torch.copysign,
+    "xlogy": lambda a, b: torch.xlogy(a, b.abs()),
+    "xlog1py": lambda a, b: torch.special.xlog1py(a, b.abs()),
+    "heaviside": torch.heaviside,
+    "fmax": torch.fmax,
+    "fmin": torch.fmin,
 }
 DIVIDES = {"div", "div_trunc", "div_floor", "floor_divide", "remainder", "fmod"}
 
@@ -127,6 +136,10 @@ UNARY = {
     "pow_3": lambda x: torch.pow(x, 3),
     "pow_0": lambda x: x**0,
     "relu": torch.relu,
+    "frac": torch.frac,
+    "signbit": torch.signbit,
+    "round_decimals": lambda x: torch.round(x * 3.7, decimals=2),
+    "round_negative_decimals": lambda x: torch.round(x * 1000, decimals=-2),
 }
 
 
@@ -174,13 +187,35 @@ TRANSCENDENTAL = {
     "pow_int_base": lambda x: torch.pow(2, x),
     "hardtanh": lambda x: torch.nn.functional.hardtanh(x, -0.5, 2.0),
     "nan_to_num": lambda x: torch.nan_to_num(torch.where(x > 1, x / 0, x), nan=1.5, neginf=-7),
+    "erfc": torch.erfc,
+    "erfinv": lambda x: torch.erfinv(torch.tanh(x)),
+    "lgamma": torch.lgamma,
+    "digamma": torch.digamma,
+    # (away from the poles at 0, -1, ..., where CPU's float computation returns finite values)
+    "trigamma": lambda x: torch.polygamma(1, x + 0.5),
+    "polygamma_3": lambda x: torch.polygamma(3, x + 0.5),
+    "sinc": torch.sinc,
+    "hardsigmoid": torch.nn.functional.hardsigmoid,
+    "hardswish": torch.nn.functional.hardswish,
+    "hardshrink": lambda x: torch.nn.functional.hardshrink(x, 0.7),
+    "softshrink": lambda x: torch.nn.functional.softshrink(x, 0.7),
+    "glu": lambda x: torch.nn.functional.glu(x.narrow(-1, 0, 10), -1),
+    "prelu": lambda x: torch.nn.functional.prelu(x, torch.tensor([0.25], dtype=x.dtype, device=x.device)),
 }
+# Where CPU's float32 kernels compute in float32 and the device in float64 (polygamma near its
+# poles), float32 results are compared with CPU's float64 ones.
+FLOAT64_ORACLE = {"trigamma", "polygamma_3", "digamma"}
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int32], ids=str)
 @pytest.mark.parametrize("op", TRANSCENDENTAL, ids=str)
 def test_transcendental_ops_and_activations_match_cpu(op, dtype):
     x = _values((6, 11), dtype, seed=24)
+    if op in FLOAT64_ORACLE and dtype == torch.float32:
+        fn = TRANSCENDENTAL[op]
+        actual = fn(x.to("openreg")).cpu()
+        torch.testing.assert_close(actual, fn(x.double()).float(), equal_nan=True)
+        return
     _check(TRANSCENDENTAL[op], x)
     if dtype == torch.float32:
         wide = torch.cat([torch.linspace(-100, 100, 401), torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-8])])
@@ -189,6 +224,75 @@ def test_transcendental_ops_and_activations_match_cpu(op, dtype):
         # gives gelu(inf) = nan, its scalar tail inf. Compare with CPU one element at a time.
         for special in (float("inf"), -float("inf"), float("nan")):
             _check(TRANSCENDENTAL[op], torch.tensor([special]))
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=str)
+def test_shifts_gcd_and_lcm_match_cpu_for_every_integer_dtype(dtype):
+    a = _values((64,), dtype, seed=5)
+    bits = torch.iinfo(dtype).bits
+    # shifts by every amount from -2 to past the type's width (0, or the sign, there)
+    amount = torch.arange(-2, bits + 3).repeat(64)[:64].to(dtype)
+    _check(lambda x, y: x << y, a, amount)
+    _check(lambda x, y: x >> y, a, amount)
+    _check(lambda x: x << 3, a)
+    _check(lambda x: torch.bitwise_right_shift(x, 2), a)
+    _check(torch.gcd, a, _values((64,), dtype, seed=6))
+    _check(torch.lcm, a, _values((64,), dtype, seed=7))
+
+
+def test_shifts_gcd_and_lcm_refuse_bool_and_floats_like_cpu():
+    for dtype in (torch.bool, torch.float32):
+        a = _values((5,), dtype, seed=1)
+        for fn in (lambda x, y: x << y, lambda x, y: x >> y, torch.gcd, torch.lcm):
+            _check(fn, a, a)
+
+
+def test_special_functions_match_cpu_at_poles_zeros_and_infinities():
+    special = torch.tensor([0.0, -0.0, 1.0, 2.0, -1.0, -2.0, -2.5, 0.5, 1e-300, -1e-300, 171.5, 1e300,
+                            float("inf"), -float("inf"), float("nan")], dtype=torch.float64)
+    for fn in (torch.lgamma, torch.digamma, torch.erfc, torch.sinc):
+        _check(fn, special)
+    # trigamma's double poles at 0, -1, -2, ...: +inf (CPU returns inf at 0, and large finite
+    # values at the negative integers, where its sin(pi x) is not exactly 0)
+    trigamma = torch.polygamma(1, special.to("openreg")).cpu()
+    poles = (special <= 0) & (special == special.round()) & special.isfinite()
+    assert torch.isinf(trigamma[poles]).all() and (trigamma[poles] > 0).all()
+    torch.testing.assert_close(trigamma[~poles], torch.polygamma(1, special[~poles]), equal_nan=True)
+    _check(torch.erfinv, torch.tensor([-1.0, 1.0, -0.0, 0.0, 1.5, -1 + 1e-15, 1 - 1e-15, 0.999, float("nan")],
+                                      dtype=torch.float64))
+
+
+@pytest.mark.parametrize("fn, lo, hi", [
+    (torch.erfinv, -1.0, 1.0), (torch.erfc, -6.0, 11.0), (torch.lgamma, 2.5, 40.0),
+    (torch.lgamma, -0.95, -0.05), (torch.digamma, 2.0, 60.0), (lambda x: torch.polygamma(2, x), 0.05, 30.0),
+], ids=["erfinv", "erfc", "lgamma", "lgamma_negative", "digamma", "polygamma_2"])
+def test_special_functions_are_accurate_in_float64(fn, lo, hi):
+    # Computed in double: near CPU's float64 results (within 1e-13 relative), where the function
+    # is well conditioned, and so within a rounding of the float32 result.
+    x = torch.linspace(lo, hi, 20001, dtype=torch.float64)
+    expected = fn(x)
+    actual = fn(x.to("openreg")).cpu()
+    torch.testing.assert_close(actual, expected, rtol=1e-13, atol=1e-300, equal_nan=True)
+    worst = _worst_ulp(fn, x.float())
+    assert worst <= 1, f"{worst} ulp"
+
+
+def test_regression_losses_and_their_gradients_match_cpu():
+    x = _values((6, 7), torch.float32, seed=8)
+    t = _values((6, 7), torch.float32, seed=9)
+    for loss in (torch.nn.functional.smooth_l1_loss, torch.nn.functional.huber_loss):
+        for reduction in ("mean", "sum", "none"):
+            for arg in (0.5, 2.0):
+                def fn(a, b):
+                    a = a.clone().requires_grad_()
+                    kw = {"beta": arg} if loss is torch.nn.functional.smooth_l1_loss else {"delta": arg}
+                    out = loss(a, b, reduction=reduction, **kw)
+                    (grad,) = torch.autograd.grad(out.sum(), a)
+                    return torch.cat([out.detach().reshape(-1), grad.reshape(-1)])
+
+                _check(fn, x, t)
+    with pytest.raises(RuntimeError, match="delta"):
+        torch.nn.functional.huber_loss(x.to("openreg"), t.to("openreg"), delta=0.0)
 
 
 def test_atan2_quadrants_signed_zeros_and_infinities_match_cpu():

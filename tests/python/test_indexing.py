@@ -236,3 +236,143 @@ def test_gathers_through_one_int64_index_match_cpu(dtype):
         with torch.openreg.fallback_policy("error"):
             actual = fn(t.to("openreg"), i.to("openreg")).cpu()
         assert torch.equal(actual, fn(t, i))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_take_put_and_index_copy_match_cpu(dtype):
+    x = _values((4, 5), dtype, seed=21)
+    index = torch.tensor([[0, -1, 7], [19, 3, -20]])
+    _same(torch.take(*_dev(x, index)), torch.take(x, index))
+    _same(torch.take(*_dev(x.t(), index)), torch.take(x.t(), index))  # strided self: flattened logically
+    source = _values((6,), dtype, seed=22)
+    put_index = torch.tensor([0, 4, -1, 4, 7, 12])
+    for accumulate in (False, True) if dtype != torch.bool else (False,):
+        if accumulate and dtype in (torch.float16, torch.bfloat16):
+            continue
+        expected = x.t().clone().put_(put_index, source, accumulate=accumulate)
+        actual = x.t().clone().to("openreg").put_(*_dev(put_index, source), accumulate=accumulate)
+        _same(actual, expected)
+    copy_index = torch.tensor([3, 0, 2])
+    src = _values((4, 3), dtype, seed=23)
+    _same(x.to("openreg").index_copy(1, *_dev(copy_index, src)), x.index_copy(1, copy_index, src))
+    row = _values((1, 5), dtype, seed=27)
+    _same(x.to("openreg").index_copy_(0, *_dev(torch.tensor([2]), row)), x.clone().index_copy_(0, torch.tensor([2]), row))
+
+
+def test_take_and_put_errors_match_cpu_and_the_device_stays_usable():
+    x = torch.arange(6.0)
+    d = x.to("openreg")
+    with pytest.raises(RuntimeError):  # a device-side index check: reported at the next sync
+        torch.take(d, torch.tensor([6], device="openreg")).cpu()
+    assert torch.equal(torch.take(d, torch.tensor([5], device="openreg")).cpu(), torch.tensor([5.0]))
+    with pytest.raises(IndexError):
+        d.put_(torch.tensor([0, 1], device="openreg"), torch.ones(3, device="openreg"))
+    with pytest.raises(RuntimeError):
+        d.put_(torch.tensor([0], device="openreg"), torch.ones(1, dtype=torch.float64, device="openreg"))
+    with pytest.raises(RuntimeError):
+        torch.take(d, torch.tensor([0], dtype=torch.int32, device="openreg"))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32], ids=str)
+def test_scatter_reduce_and_index_reduce_match_cpu(reduce, include_self, dtype):
+    x = _values((5, 4), dtype, seed=24)
+    src = _values((6, 4), dtype, seed=25)
+    index = torch.tensor([[0, 1, 4, 4], [2, 2, 2, 0], [1, 0, 4, 3], [0, 0, 0, 0], [3, 1, 2, 4], [4, 4, 1, 1]])
+    expected = x.scatter_reduce(0, index, src, reduce, include_self=include_self)
+    actual = x.to("openreg").scatter_reduce(0, *_dev(index, src), reduce, include_self=include_self)
+    _same(actual, expected, exact=not dtype.is_floating_point or reduce in ("amax", "amin"))
+    if reduce != "sum":
+        rows = torch.tensor([4, 0, 4, 1, 4, 2])
+        expected = x.index_reduce(0, rows, src, reduce, include_self=include_self)
+        actual = x.to("openreg").index_reduce(0, *_dev(rows, src), reduce, include_self=include_self)
+        _same(actual, expected, exact=not dtype.is_floating_point or reduce in ("amax", "amin"))
+    if dtype.is_floating_point and reduce in ("amax", "amin"):
+        src_nan = src.clone()
+        src_nan[2, 1] = float("nan")
+        expected = x.scatter_reduce(0, index, src_nan, reduce, include_self=include_self)
+        _same(x.to("openreg").scatter_reduce(0, *_dev(index, src_nan), reduce, include_self=include_self), expected)
+
+
+def test_repeat_interleave_with_tensor_repeats_matches_cpu():
+    x = _values((4, 3), torch.float32, seed=26)
+    repeats = torch.tensor([1, 0, 3, 2])
+    _same(torch.repeat_interleave(*_dev(repeats)), torch.repeat_interleave(repeats))
+    _same(torch.repeat_interleave(*_dev(repeats.int())), torch.repeat_interleave(repeats.int()))
+    _same(x.to("openreg").repeat_interleave(*_dev(repeats), dim=0), x.repeat_interleave(repeats, dim=0))
+    _same(x.to("openreg").repeat_interleave(*_dev(torch.tensor([2, 0, 1])), dim=1, output_size=3),
+          x.repeat_interleave(torch.tensor([2, 0, 1]), dim=1, output_size=3))
+    _same(torch.repeat_interleave(torch.tensor([0, 0], device="openreg")), torch.repeat_interleave(torch.tensor([0, 0])))
+    with pytest.raises(RuntimeError, match="negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], device="openreg"))
+    with pytest.raises(RuntimeError, match="1D"):
+        torch.repeat_interleave(torch.ones(2, 2, dtype=torch.long, device="openreg"))
+
+
+def test_searchsorted_and_bucketize_match_cpu():
+    sorted_1d = torch.tensor([-1.0, 0.0, 0.0, 2.5, 3.0, float("nan")])
+    values = torch.tensor([[-2.0, 0.0, 2.5], [3.0, 10.0, float("nan")]])
+    for right in (False, True):
+        for out_int32 in (False, True):
+            _same(torch.searchsorted(*_dev(sorted_1d, values), right=right, out_int32=out_int32),
+                  torch.searchsorted(sorted_1d, values, right=right, out_int32=out_int32))
+    _same(torch.searchsorted(*_dev(sorted_1d, values), side="right"), torch.searchsorted(sorted_1d, values, side="right"))
+    _same(torch.searchsorted(_dev(sorted_1d)[0], 0.0), torch.searchsorted(sorted_1d, 0.0))
+    rows = torch.sort(torch.randn(3, 7, generator=torch.Generator().manual_seed(3)), dim=1).values
+    queries = torch.randn(3, 4, generator=torch.Generator().manual_seed(4))
+    _same(torch.searchsorted(*_dev(rows, queries)), torch.searchsorted(rows, queries))
+    unsorted = torch.tensor([3, 1, 2, 0, 5])
+    sorter = torch.argsort(unsorted)
+    _same(torch.searchsorted(*_dev(unsorted, torch.tensor([2, 4, 9])), sorter=_dev(sorter)[0]),
+          torch.searchsorted(unsorted, torch.tensor([2, 4, 9]), sorter=sorter))
+    # promotion to the common dtype, as on CPU
+    _same(torch.searchsorted(*_dev(torch.tensor([1, 2, 3]), torch.tensor([1.5, 2.0]))),
+          torch.searchsorted(torch.tensor([1, 2, 3]), torch.tensor([1.5, 2.0])))
+    boundaries = torch.tensor([1, 5, 9])
+    x = torch.arange(12).view(3, 4)
+    for right in (False, True):
+        _same(torch.bucketize(*_dev(x, boundaries), right=right), torch.bucketize(x, boundaries, right=right))
+    with pytest.raises(RuntimeError, match="side"):
+        torch.searchsorted(*_dev(sorted_1d, values), side="middle")
+    with pytest.raises(RuntimeError, match="boundaries"):
+        torch.searchsorted(*_dev(rows, torch.randn(2, 4)))
+    with pytest.raises(RuntimeError, match="boundaries"):
+        torch.bucketize(*_dev(x, rows))
+
+
+def test_bincount_and_histc_match_cpu():
+    x = torch.tensor([0, 3, 3, 1, 7, 3])
+    w = torch.tensor([0.5, 1.0, 2.0, -1.0, 3.0, 0.25])
+    _same(torch.bincount(*_dev(x)), torch.bincount(x))
+    _same(torch.bincount(*_dev(x), minlength=12), torch.bincount(x, minlength=12))
+    _same(torch.bincount(*_dev(x, w)), torch.bincount(x, w))
+    _same(torch.bincount(*_dev(x, w.double())), torch.bincount(x, w.double()))
+    _same(torch.bincount(*_dev(x, w.half())), torch.bincount(x, w.half()))
+    _same(torch.bincount(*_dev(torch.tensor([], dtype=torch.long)), minlength=3),
+          torch.bincount(torch.tensor([], dtype=torch.long), minlength=3))
+    for bad in (torch.tensor([1, -1]), torch.ones(2, 2, dtype=torch.long)):
+        with pytest.raises(RuntimeError):
+            torch.bincount(*_dev(bad))
+    with pytest.raises(RuntimeError):
+        torch.bincount(*_dev(torch.tensor([1.0])))
+    data = torch.randn(1000, generator=torch.Generator().manual_seed(5)).mul(3)
+    for dtype in (torch.float32, torch.float64):
+        v = data.to(dtype)
+        _same(torch.histc(*_dev(v)), torch.histc(v))
+        _same(torch.histc(*_dev(v), bins=7, min=-2, max=2), torch.histc(v, bins=7, min=-2, max=2))
+    edge = torch.tensor([0.0, 5e-6, 1e-5, 1.2e-5, float("nan")], dtype=torch.float64)
+    _same(torch.histc(*_dev(edge), bins=1000, min=0.0, max=1e-5), torch.histc(edge, bins=1000, min=0.0, max=1e-5))
+    _same(torch.histc(*_dev(torch.full((4,), 2.0))), torch.histc(torch.full((4,), 2.0)))
+    with pytest.raises(RuntimeError):
+        torch.histc(*_dev(torch.arange(4)))
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(*_dev(data), min=2, max=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.int32], ids=str)
+def test_logspace_matches_cpu(dtype):
+    for start, end, steps, base in ((0, 3, 7, 10.0), (-2, 2, 9, 2.0), (1, 1, 1, 10.0), (0, 1, 0, 10.0), (4, 0, 5, 3.0)):
+        expected = torch.logspace(start, end, steps, base, dtype=dtype)
+        actual = torch.logspace(start, end, steps, base, dtype=dtype, device="openreg")
+        _same(actual, expected, exact=not dtype.is_floating_point)

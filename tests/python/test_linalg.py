@@ -227,3 +227,39 @@ def test_mse_loss_on_the_device():
             tol = _tolerance(dtype, 35)
             torch.testing.assert_close(ld.detach().cpu(), lc.detach(), **tol)
             torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+
+
+def test_cross_products_match_cpu():
+    g = torch.Generator().manual_seed(31)
+    with torch.openreg.fallback_policy("error"):
+        for dtype in (torch.float32, torch.float64, torch.int64):
+            a = (torch.randn(4, 3, 5, generator=g) * 5).to(dtype)
+            b = (torch.randn(1, 3, 5, generator=g) * 5).to(dtype)
+            expected = torch.linalg.cross(a, b, dim=1)
+            actual = torch.linalg.cross(a.to("openreg"), b.to("openreg"), dim=1).cpu()
+            torch.testing.assert_close(actual, expected)
+        with pytest.raises(RuntimeError):
+            torch.linalg.cross(torch.ones(2, 4, device="openreg"), torch.ones(2, 4, device="openreg"))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist_and_its_gradient_match_cpu(p):
+    g = torch.Generator().manual_seed(32)
+    x1 = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    x2 = torch.randn(1, 6, 4, generator=g, dtype=torch.float64)
+    x2[0, 0] = x1[0, 1]  # a zero distance
+    with torch.openreg.fallback_policy("error"):
+        results = []
+        for device in ("cpu", "openreg"):
+            a = x1.to(device).requires_grad_()
+            b = x2.to(device).requires_grad_()
+            d = torch.cdist(a, b, p=p)
+            ga, gb = torch.autograd.grad((d * torch.arange(d.numel(), device=device).view_as(d)).sum(), (a, b))
+            results.append([t.detach().cpu() for t in (d, ga, gb)])
+        for actual, expected in zip(results[1], results[0]):
+            torch.testing.assert_close(actual, expected)
+        # more than 25 rows: for p = 2 the matrix-product path (|a|^2 + |b|^2 - 2 a.b, whose
+        # rounding differs with the GEMM's summation order)
+        big1, big2 = torch.randn(30, 4, generator=g), torch.randn(27, 4, generator=g)
+        torch.testing.assert_close(torch.cdist(big1.to("openreg"), big2.to("openreg"), p=p).cpu(),
+                                   torch.cdist(big1, big2, p=p), atol=1e-4, rtol=1e-4)

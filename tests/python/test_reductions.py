@@ -386,3 +386,82 @@ def test_column_sums_are_the_sequential_fold_in_double(rows):
     y = torch.randn(rows, 5, 8, generator=g)  # two reduced dimensions: rows come from an odometer
     expected = y.double().reshape(-1, 8).cumsum(0)[-1].float()
     assert torch.equal(y.to("openreg").sum((0, 1)).cpu(), expected)
+
+
+def _with_nans(x):
+    y = x.clone()
+    y[..., 1] = float("nan")
+    return y
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_cummax_cummin_and_logcumsumexp_match_cpu(dtype):
+    x = _values((4, 9), dtype, seed=11)  # few distinct values: ties take the last index, as on CPU
+    for dim in (0, 1, -1):
+        _check(lambda t: torch.cummax(t, dim), x)
+        _check(lambda t: torch.cummin(t, dim), x)
+        _check(lambda t: torch.logcumsumexp(t, dim), x)
+    if dtype.is_floating_point:
+        _check(lambda t: torch.cummax(t, 1), _with_nans(x))  # NaN wins and stays, at its last position
+        _check(lambda t: torch.cummin(t, 1), _with_nans(x))
+        inf = torch.tensor([[-float("inf"), -float("inf"), 1.0, float("inf"), float("inf"), 2.0]], dtype=dtype)
+        _check(lambda t: torch.logcumsumexp(t, 1), inf)
+    _check(lambda t: torch.cummax(t, 0), x[0, 0])
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_order_statistics_match_cpu(dtype):
+    x = _values((5, 8), dtype, seed=12)
+
+    def by_value(fn):
+        # CPU's choice among equal elements is unspecified: compare values, and the values at the indices
+        def picked(t):
+            values, indices = fn(t)
+            kept = indices.dim() == t.dim()
+            at = torch.take_along_dim(t, indices if kept else indices.unsqueeze(dim), dim)
+            return values, at if kept else at.squeeze(dim)
+
+        return picked
+
+    for dim in (0, 1):
+        for keepdim in (False, True):
+            _check(by_value(lambda t: torch.median(t, dim, keepdim)), x)
+            _check(by_value(lambda t: torch.nanmedian(t, dim, keepdim)), x)
+            _check(by_value(lambda t: torch.kthvalue(t, 2, dim, keepdim)), x)
+            _check(by_value(lambda t: torch.mode(t, dim, keepdim)), x)
+    dim = 1
+    _check(lambda t: torch.median(t), x)
+    _check(lambda t: torch.nanmedian(t), x)
+    if dtype.is_floating_point:
+        nans = _with_nans(x)
+        _check(lambda t: torch.median(t, 1), nans)  # NaN, at its first position
+        _check(by_value(lambda t: torch.nanmedian(t, 1)), nans)
+        _check(lambda t: torch.median(t), nans)
+        _check(lambda t: torch.nanmedian(t), torch.full((3,), float("nan"), dtype=dtype))
+
+
+def test_order_statistics_refuse_bad_arguments_like_cpu():
+    x = _values((3, 4), torch.float32)
+    _check(lambda t: torch.kthvalue(t, 5, 1), x)
+    _check(lambda t: torch.kthvalue(t, 0, 1), x)
+    _check(lambda t: torch.median(t), torch.empty(0))
+    _check(lambda t: torch.mode(t, 1), torch.empty(2, 0))
+    _check(lambda t: torch.median(t, 2), x)
+
+
+def test_equal_trace_and_norm_with_dims_match_cpu():
+    x = _values((4, 4), torch.float32, seed=13)
+    assert torch.equal(x.to("openreg"), x.to("openreg"))
+    assert not torch.equal(x.to("openreg"), (x + 1).to("openreg"))
+    assert not torch.equal(x.to("openreg"), x[:3].to("openreg"))
+    nan = torch.tensor([float("nan")], device="openreg")
+    assert not torch.equal(nan, nan)
+    assert torch.equal(torch.empty(0, device="openreg"), torch.empty(0, device="openreg"))
+    for dtype in (torch.float32, torch.int32, torch.uint8):
+        _check(torch.trace, _values((5, 3), dtype, seed=14))
+    _check(torch.trace, _values((2, 2, 2), torch.float32))
+    for p in (1, 2, 3.5, float("inf"), 0):
+        _check(lambda t: torch.norm(t, p, dim=1, keepdim=True), x)
+        _check(lambda t: torch.norm(t, p, dim=(0, 1), dtype=torch.float64), x)
+    _check(lambda t: torch.dist(t, t.flip(0), 3), x)
+    _check(lambda t: torch.nn.functional.pairwise_distance(t, t.flip(1)), x)
