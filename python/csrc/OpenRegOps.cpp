@@ -11,11 +11,13 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "OpenRegKernels.h"
@@ -165,6 +167,160 @@ void register_structured_ops_to_fallback() {
   }
 }
 
+// ---- out= and in-place forms over a functional device kernel ----
+
+// An out= form (`x.out`, `x.grad_input`, ...) or in-place form (`x_`) whose
+// functional form has a device kernel: the functional form it runs.
+struct OverFunctional {
+  c10::OperatorHandle functional;
+  size_t nout; // trailing out= arguments (0: in place, into the first argument)
+};
+
+std::unordered_map<c10::OperatorName, OverFunctional>& over_functional() {
+  static auto* forms = new std::unordered_map<c10::OperatorName, OverFunctional>();
+  return *forms;
+}
+
+// The boxed kernel of those forms: the functional form runs on the device,
+// then each result is copied (a device copy) into its out= tensor, resized
+// as out= tensors are, or into `self`; results that cannot be cast to the
+// destination's dtype raise as on CPU. One implementation thus serves the
+// functional, out= and in-place forms of these ops.
+void run_over_functional(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // A functional kernel may itself call its out= form (ATen's logsumexp does,
+  // for inputs the device kernel leaves to it): on re-entry, that form takes
+  // the CPU fallback, as it did before it had this kernel.
+  thread_local std::unordered_set<c10::OperatorName> running;
+  if (!running.insert(op.operator_name()).second) {
+    ::openreg::kernels::cpu_fallback_kernel(op, stack);
+    return;
+  }
+  struct Leave {
+    const c10::OperatorName& name;
+    ~Leave() { running.erase(name); }
+  } leave{op.operator_name()};
+  const OverFunctional& form = over_functional().at(op.operator_name());
+  const size_t nargs = op.schema().arguments().size();
+  std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
+  torch::jit::drop(*stack, nargs);
+  const size_t ninputs = nargs - form.nout;
+  torch::jit::Stack call(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(ninputs));
+  form.functional.callBoxed(&call);
+  const std::string name = op.operator_name().name + (op.operator_name().overload_name.empty()
+                                                          ? std::string()
+                                                          : "." + op.operator_name().overload_name);
+  openreg::count_op(name, true);
+  const size_t nresults = form.nout == 0 ? 1 : form.nout;
+  TORCH_INTERNAL_ASSERT(call.size() >= nresults, "openreg: ", name, " over its functional form");
+  for (size_t i = 0; i < nresults; ++i) {
+    const at::Tensor& dst = form.nout == 0 ? args[0].toTensor() : args[ninputs + i].toTensor();
+    const at::Tensor& result = call[i].toTensor();
+    TORCH_CHECK(c10::canCast(result.scalar_type(), dst.scalar_type()), "result type ", result.scalar_type(),
+                " can't be cast to the desired output type ", dst.scalar_type());
+    if (form.nout == 0) {
+      TORCH_CHECK(dst.sizes() == result.sizes(), "output with shape ", dst.sizes(),
+                  " doesn't match the broadcast shape ", result.sizes());
+    } else {
+      at::native::resize_output(dst, result.sizes());
+    }
+    dst.copy_(result);
+  }
+  if (form.nout == 0) {
+    stack->push_back(args[0]);
+  } else {
+    for (size_t i = 0; i < form.nout; ++i) {
+      stack->push_back(args[ninputs + i]);
+    }
+  }
+}
+
+// The schema's arguments other than out= ones, as (name, type) pairs.
+std::vector<std::pair<std::string, std::string>> inputs_of(const c10::FunctionSchema& schema, bool skip_first) {
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (size_t i = skip_first ? 1 : 0; i < schema.arguments().size(); ++i) {
+    const auto& arg = schema.arguments()[i];
+    if (!arg.is_out()) {
+      inputs.emplace_back(arg.name(), arg.type()->str());
+    }
+  }
+  return inputs;
+}
+
+// Registers run_over_functional for every aten out= form (and in-place form
+// `name_`) with neither a device kernel nor a composite one, whose
+// functional form (same name, same other arguments) has one of ours. Runs
+// before the structured ops go to the fallback, so only kernels written for
+// the device count.
+void register_forms_over_functionals() {
+  auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  const auto names = dispatcher.getAllOpNames();
+  std::unordered_map<std::string, std::vector<c10::OperatorHandle>> by_name;
+  for (const auto& name : names) {
+    if (name.name.rfind("aten::", 0) == 0) {
+      if (auto op = dispatcher.findOp(name)) {
+        by_name[name.name].push_back(*op);
+      }
+    }
+  }
+  const auto ours = [](const c10::OperatorHandle& op) {
+    for (const char* composite : kHostComposites) {
+      if (op.operator_name().name == std::string("aten::") + composite) {
+        return false; // registered, but to the fallback
+      }
+    }
+    return op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  };
+  for (const auto& [base, ops] : by_name) {
+    for (const auto& op : ops) {
+      // (a composite kernel already runs such a form on the device, through other ops)
+      if (ours(op) || op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+          op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+        continue;
+      }
+      const auto& schema = op.schema();
+      size_t nout = 0;
+      for (const auto& arg : schema.arguments()) {
+        nout += arg.is_out() ? 1 : 0;
+      }
+      const bool inplace = nout == 0 && base.size() > 1 && base.back() == '_' && base[base.size() - 2] != '_' &&
+                           !schema.arguments().empty() && schema.arguments()[0].alias_info() != nullptr &&
+                           schema.arguments()[0].alias_info()->isWrite() && schema.returns().size() == 1;
+      if (nout == 0 && !inplace) {
+        continue;
+      }
+      bool trailing = true; // out= arguments come last
+      for (size_t i = schema.arguments().size() - nout; i < schema.arguments().size(); ++i) {
+        trailing = trailing && schema.arguments()[i].is_out();
+      }
+      if (!trailing || (nout > 0 && schema.returns().size() != nout)) {
+        continue;
+      }
+      const std::string functional_name = inplace ? base.substr(0, base.size() - 1) : base;
+      const auto found = by_name.find(functional_name);
+      if (found == by_name.end()) {
+        continue;
+      }
+      const auto wanted = inputs_of(schema, false);
+      for (const auto& candidate : found->second) {
+        const auto& fs = candidate.schema();
+        if (!ours(candidate) || fs.is_mutable() || returns_a_view(fs) || fs.returns().size() < (nout ? nout : 1) ||
+            inputs_of(fs, false) != wanted) {
+          continue;
+        }
+        over_functional().emplace(op.operator_name(), OverFunctional{candidate, nout});
+        std::string unqualified = base.substr(std::string("aten::").size());
+        if (!op.operator_name().overload_name.empty()) {
+          unqualified += "." + op.operator_name().overload_name;
+        }
+        library->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_over_functional>());
+        break;
+      }
+    }
+  }
+}
+
 } // namespace
 
 bool runs_through_fallback(rust::Str op) {
@@ -197,7 +353,10 @@ bool runs_through_fallback(rust::Str op) {
 
 void register_ops() {
   static std::once_flag once;
-  std::call_once(once, register_structured_ops_to_fallback);
+  std::call_once(once, [] {
+    register_forms_over_functionals();
+    register_structured_ops_to_fallback();
+  });
 }
 
 } // namespace openreg

@@ -188,3 +188,40 @@ def test_reset_op_counts_clears_every_count(device):
     assert torch.openreg.op_counts()
     torch.openreg.reset_op_counts()
     assert torch.openreg.op_counts() == {}
+
+
+# out= and in-place forms whose functional form has a device kernel: one implementation serves
+# all three (the functional kernel, then a device copy into the destination).
+OVER_FUNCTIONAL = {
+    "_log_softmax.out": lambda x, out: torch._log_softmax(x, 1, False, out=out),
+    "_softmax.out": lambda x, out: torch._softmax(x, 0, False, out=out),
+    "isposinf.out": lambda x, out: torch.isposinf(x / 0, out=out),
+    "logit.out": lambda x, out: torch.logit(x.sigmoid(), 1e-3, out=out),
+    "upsample_nearest2d.out": lambda x, out: torch._C._nn.upsample_nearest2d(x.view(1, 1, 4, 6), [8, 9], out=out),
+    "reflection_pad1d.out": lambda x, out: torch._C._nn.reflection_pad1d(x, [2, 1], out=out),
+    "binary_cross_entropy.out": lambda x, out: torch._C._nn.binary_cross_entropy(
+        x.sigmoid(), x.sigmoid().flip(0), None, 1, out=out),
+}
+
+
+@pytest.mark.parametrize("name", OVER_FUNCTIONAL, ids=str)
+def test_out_forms_over_a_functional_kernel_run_on_the_device(name):
+    x = _x(4, 6, seed=3)
+    expected = OVER_FUNCTIONAL[name](x, None)  # CPU's functional form (its binary_cross_entropy.out is wrong)
+    torch.openreg.reset_op_counts()
+    with torch.openreg.fallback_policy("error"):
+        out = torch.empty(0, dtype=expected.dtype, device="openreg")
+        returned = OVER_FUNCTIONAL[name](x.to("openreg"), out)
+    assert returned is out and out.shape == expected.shape
+    torch.testing.assert_close(out.cpu(), expected)
+    assert torch.openreg.op_counts()[f"aten::{name}"] == {"device": 1, "fallback": 0}
+
+
+def test_in_place_forms_over_a_functional_kernel_and_their_dtype_rules():
+    p = _x(3, 5, seed=4).sigmoid()
+    d = p.to("openreg")
+    with torch.openreg.fallback_policy("error"):
+        assert d.logit_(1e-3) is d
+    torch.testing.assert_close(d.cpu(), p.logit(1e-3))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch._softmax(_x(2, 3).to("openreg"), 1, False, out=torch.empty(0, dtype=torch.long, device="openreg"))
