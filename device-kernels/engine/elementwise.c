@@ -360,7 +360,17 @@ OR_DEFINE_MORE_OPS(double, f64, __builtin_fabs)
   X(ERFINV, 1, T, (T)m_erfinv_f64((double)a))                                                         \
   X(LGAMMA, 1, T, (T)m_lgamma_f64((double)a))                                                         \
   X(DIGAMMA, 1, T, (T)m_digamma_f64((double)a))                                                      \
-  X(POLYGAMMA, 1, T, (T)m_polygamma_f64((double)A0, (double)a))
+  X(POLYGAMMA, 1, T, (T)m_polygamma_f64((double)A0, (double)a))                                     \
+  X(ENTR, 1, T, (T)m_entr_f64((double)a))                                                             \
+  X(ANGLE, 1, T, F_ISNAN(a) ? a : a < (T)0 ? (T)K_PI : (T)0)                                          \
+  X(ERFCX, 1, T, (T)m_erfcx_f64((double)a))                                                           \
+  X(NDTRI, 1, T, (T)m_ndtri_f64((double)a))                                                           \
+  X(LOG_NDTR, 1, T, (T)m_log_ndtr_f64((double)a))                                                     \
+  X(I0, 1, T, (T)m_bessel_i_f64(0, (double)a, 0))                                                     \
+  X(I0E, 1, T, (T)m_bessel_i_f64(0, (double)a, 1))                                                    \
+  X(I1, 1, T, (T)m_bessel_i_f64(1, (double)a, 0))                                                     \
+  X(I1E, 1, T, (T)m_bessel_i_f64(1, (double)a, 1))                                                    \
+  X(RENORM_FACTOR, 1, T, a > A0 ? A0 / (a + (T)1e-7) : (T)1)
 
 /* Integer powers as CPU computes them: by squaring, wrapping; a negative
  * exponent gives 1 for base 1, +-1 for base -1, and 0 otherwise. */
@@ -540,7 +550,17 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
   X(ERFINV, 1, int64_t, (TRAP(), a))                                                                 \
   X(LGAMMA, 1, int64_t, (TRAP(), a))                                                                 \
   X(DIGAMMA, 1, int64_t, (TRAP(), a))                                                                \
-  X(POLYGAMMA, 1, int64_t, (TRAP(), a))
+  X(POLYGAMMA, 1, int64_t, (TRAP(), a))                                                              \
+  X(ENTR, 1, int64_t, (TRAP(), a))                                                                   \
+  X(ANGLE, 1, int64_t, (TRAP(), a))                                                                  \
+  X(ERFCX, 1, int64_t, (TRAP(), a))                                                                  \
+  X(NDTRI, 1, int64_t, (TRAP(), a))                                                                  \
+  X(LOG_NDTR, 1, int64_t, (TRAP(), a))                                                               \
+  X(I0, 1, int64_t, (TRAP(), a))                                                                     \
+  X(I0E, 1, int64_t, (TRAP(), a))                                                                    \
+  X(I1, 1, int64_t, (TRAP(), a))                                                                     \
+  X(I1E, 1, int64_t, (TRAP(), a))                                                                    \
+  X(RENORM_FACTOR, 1, int64_t, (TRAP(), a))
 
 /* ---- row loops ---- */
 

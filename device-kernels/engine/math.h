@@ -298,15 +298,20 @@ MATH_INLINE double m_sigmoid_f64(double x) {
   return 1.0 / (1.0 + m_exp_f64(-x));
 }
 
-/* erfc x for x >= 2 (to `terms` terms; 60 keep 1e-16 from 2 on, 150 from
- * 1.2 on), from its continued fraction
- * erfc x = e^-x^2 / sqrt(pi) / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...)))). */
-MATH_INLINE double m_erfc_tail_f64(double ax, int terms) {
+/* The continued fraction of erfc, erfc x = e^-x^2 / sqrt(pi) / t with
+ * t = x + (1/2) / (x + 1 / (x + (3/2) / (x + ...))), to `terms` terms (60
+ * keep 1e-16 from x = 2 on, 150 from 1.2 on). */
+MATH_INLINE double m_erfc_cf_f64(double ax, int terms) {
   double t = ax;
   for (int k = terms; k >= 1; k--) {
     t = ax + (0.5 * (double)k) / t;
   }
-  return m_exp_f64(-ax * ax) * 0.56418958354775628695 / t; /* 1 / sqrt(pi) */
+  return t;
+}
+
+/* erfc x for x >= 2 (or 1.2 with 150 terms). */
+MATH_INLINE double m_erfc_tail_f64(double ax, int terms) {
+  return m_exp_f64(-ax * ax) * 0.56418958354775628695 / m_erfc_cf_f64(ax, terms); /* 1 / sqrt(pi) */
 }
 
 /* erf x: for |x| < 2 its Taylor series (alternating, terms below 1.2 in
@@ -859,17 +864,37 @@ MATH_SPECIAL double m_erfc_f64(double x) {
   return x < 0.0 ? 2.0 - tail : tail;
 }
 
-/* erfinv y: a first guess from M. Giles' single-precision approximation
- * ("Approximating the erfinv function", GPU Computing Gems Jade, 2011),
- * then Newton steps, on erf x = y while |y| < 1/2 and on
- * ln erfc x = ln(1 - |y|) beyond (1 - |y| is exact there, and the logarithm
- * keeps the steps in scale far into the tail); +-inf at +-1, NaN past them. */
-MATH_SPECIAL double m_erfinv_f64(double y) {
-  const double ay = __builtin_fabs(y);
-  if (!(ay < 1.0)) {
-    return y != y ? y : ay == 1.0 ? m_copysign_f64(__builtin_inf(), y) : __builtin_nan("");
+/* erfcx x = e^(x^2) erfc x for x >= 0, without overflow or underflow: the
+ * continued fraction alone from 1.2 on. */
+MATH_INLINE double m_erfcx_nonneg_f64(double x) {
+  if (x >= 1.2) {
+    return 0.56418958354775628695 / m_erfc_cf_f64(x, 150);
   }
-  double w = -m_log_f64((1.0 - ay) * (1.0 + ay));
+  return m_exp_f64(x * x) * (1.0 - m_erf_f64(x));
+}
+
+/* erfcx for any x: below 0, 2 e^(x^2) - erfcx(-x) (+inf once e^(x^2) overflows). */
+MATH_SPECIAL double m_erfcx_f64(double x) {
+  if (x != x) {
+    return x;
+  }
+  if (x >= 0.0) {
+    return m_erfcx_nonneg_f64(x);
+  }
+  const double big = x < -26.7 ? __builtin_inf() : 2.0 * m_exp_f64(x * x);
+  return big - m_erfcx_nonneg_f64(-x);
+}
+
+/* ln erfc x for x >= 0: ln erfcx(x) - x^2, finite long after erfc underflows. */
+MATH_INLINE double m_log_erfc_nonneg_f64(double x) {
+  return m_log_f64(m_erfcx_nonneg_f64(x)) - x * x;
+}
+
+/* M. Giles' single-precision approximation of erfinv ("Approximating the
+ * erfinv function", GPU Computing Gems Jade, 2011), as a first guess: x with
+ * erf x = 1 - q, for 0 < q <= 1. */
+MATH_INLINE double m_erfinv_guess_f64(double q) {
+  double w = -m_log_f64(q * (2.0 - q));
   double p;
   if (w < 5.0) {
     w -= 2.5;
@@ -894,21 +919,124 @@ MATH_SPECIAL double m_erfinv_f64(double y) {
     p = 1.00167406 + p * w;
     p = 2.83297682 + p * w;
   }
-  double x = p * ay;
-  const double two_over_sqrt_pi = 1.12837916709551257390;
-  if (ay < 0.5) {
-    for (int i = 0; i < 3; i++) {
-      x -= (m_erf_f64(x) - ay) / (two_over_sqrt_pi * m_exp_f64(-x * x));
+  return p * (1.0 - q);
+}
+
+#define M_TWO_OVER_SQRT_PI 1.12837916709551257390
+
+/* The x >= 0 with erf x = y for 0 <= y < 1/2: Newton steps on erf. */
+MATH_INLINE double m_erfinv_small_f64(double y) {
+  double x = m_erfinv_guess_f64(1.0 - y);
+  for (int i = 0; i < 3; i++) {
+    x -= (m_erf_f64(x) - y) / (M_TWO_OVER_SQRT_PI * m_exp_f64(-x * x));
+  }
+  return x;
+}
+
+/* The x > 0 with erfc x = q for 0 < q <= 1/2: Newton steps on ln erfc x =
+ * ln q (q is given exactly, and the logarithm keeps the steps in scale far
+ * into the tail: g' = -(2 / sqrt(pi)) / erfcx x). */
+MATH_INLINE double m_erfcinv_tail_f64(double q) {
+  /* below 1e-10 (past the first guess's range), from erfc x ~ e^-x^2 / (x sqrt(pi)):
+   * x^2 ~ L - ln(pi L) / 2 with L = -ln q */
+  const double l = -m_log_f64(q);
+  double x = q < 1e-10 ? __builtin_sqrt(l - 0.5 * m_log_f64(M_PI_HI * l)) : m_erfinv_guess_f64(q);
+  const double target = -l;
+  for (int i = 0; i < 5; i++) {
+    x += (m_log_erfc_nonneg_f64(x) - target) * m_erfcx_nonneg_f64(x) / M_TWO_OVER_SQRT_PI;
+  }
+  return x;
+}
+
+/* erfinv y: Newton steps on erf while |y| < 1/2, on ln erfc beyond (where
+ * 1 - |y| is exact); +-inf at +-1, NaN past them. */
+MATH_SPECIAL double m_erfinv_f64(double y) {
+  const double ay = __builtin_fabs(y);
+  if (!(ay < 1.0)) {
+    return y != y ? y : ay == 1.0 ? m_copysign_f64(__builtin_inf(), y) : __builtin_nan("");
+  }
+  return m_copysign_f64(ay < 0.5 ? m_erfinv_small_f64(ay) : m_erfcinv_tail_f64(1.0 - ay), y);
+}
+
+/* erfcinv z for 0 <= z <= 2 (erfc x = z): from the side where z or its
+ * complement is exact. */
+MATH_INLINE double m_erfcinv_f64(double z) {
+  const double w = z > 1.0 ? 2.0 - z : z; /* erfcinv(z) = -erfcinv(2 - z), 2 - z exact */
+  const double x = w >= 0.5 ? m_erfinv_small_f64(1.0 - w) : w <= 0.0 ? __builtin_inf() : m_erfcinv_tail_f64(w);
+  return z > 1.0 ? -x : x;
+}
+
+/* ndtri p: the standard normal quantile, -sqrt(2) erfcinv(2p); -inf at 0,
+ * +inf at 1, NaN outside [0, 1]. */
+MATH_SPECIAL double m_ndtri_f64(double p) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    return p != p ? p : __builtin_nan("");
+  }
+  return p == 1.0 ? __builtin_inf() : -1.41421356237309504880 * m_erfcinv_f64(2.0 * p) + 0.0; /* +0 at 1/2 */
+}
+
+/* log_ndtr x: ln of the standard normal CDF, ln(erfc(-x / sqrt 2) / 2); for
+ * x > 0 as log1p(-erfc(x / sqrt 2) / 2), for very negative x from ln erfc. */
+MATH_SPECIAL double m_log_ndtr_f64(double x) {
+  if (x != x) {
+    return x;
+  }
+  const double z = x * 0.70710678118654752440;
+  if (x > 0.0) {
+    return m_log1p_f64(-0.5 * m_erfc_f64(z));
+  }
+  return m_log_erfc_nonneg_f64(-z) - M_LN2_F64;
+}
+
+/* entr x = -x ln x: 0 at 0, -inf below it. */
+MATH_INLINE double m_entr_f64(double x) {
+  if (x != x) {
+    return x;
+  }
+  return x > 0.0 ? -x * m_log_f64(x) : x == 0.0 ? 0.0 : -__builtin_inf();
+}
+
+/* The modified Bessel functions I0 and I1 (order `nu`), scaled by e^-|x|
+ * when `scaled`: their power series while |x| <= 15 (positive terms, so no
+ * cancellation), else the asymptotic series
+ * e^x / sqrt(2 pi x) sum_k (-1)^k prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! (8x)^k),
+ * stopped at its smallest term. I1 is odd, I0 even. */
+MATH_SPECIAL double m_bessel_i_f64(int nu, double x, int scaled) {
+  if (x != x) {
+    return x;
+  }
+  const double ax = __builtin_fabs(x);
+  double r;
+  if (ax <= 15.0) {
+    const double q = 0.25 * x * x;
+    double term = nu ? 0.5 * ax : 1.0;
+    double sum = term;
+    for (int k = 1; k < 200 && term > sum * 1e-17; k++) {
+      term *= q / ((double)k * (double)(k + nu));
+      sum += term;
     }
+    r = scaled ? sum * m_exp_f64(-ax) : sum;
   } else {
-    const double target = m_log_f64(1.0 - ay);
-    for (int i = 0; i < 4; i++) {
-      const double c = m_erfc_f64(x);
-      /* g(x) = ln erfc x - target, g'(x) = -(2 / sqrt(pi)) e^-x^2 / erfc x */
-      x += (m_log_f64(c) - target) * c / (two_over_sqrt_pi * m_exp_f64(-x * x));
+    const double mu = 4.0 * (double)(nu * nu);
+    double term = 1.0, sum = 1.0;
+    for (int k = 1; k < 60; k++) {
+      const double odd = (double)(2 * k - 1);
+      const double next = -term * (mu - odd * odd) / ((double)k * 8.0 * ax);
+      if (__builtin_fabs(next) >= __builtin_fabs(term)) {
+        break;
+      }
+      term = next;
+      sum += term;
+    }
+    const double root = sum / __builtin_sqrt(2.0 * M_PI_HI * ax);
+    if (scaled) {
+      r = root;
+    } else {
+      const double h = m_exp_f64(0.5 * ax); /* e^x as (e^(x/2))^2: finite wherever I is */
+      r = root * h * h;
     }
   }
-  return m_copysign_f64(x, y);
+  return nu && x < 0.0 ? -r : r;
 }
 
 /* ln Gamma(x) for x > 0: the recurrence Gamma(x) = Gamma(x + n) / (x (x + 1)

@@ -198,7 +198,17 @@ enum or_compute {
   X(ERFINV, 1, FLOAT)                                                                         \
   X(LGAMMA, 1, FLOAT)                                                                         \
   X(DIGAMMA, 1, FLOAT)                                                                        \
-  X(POLYGAMMA, 1, FLOAT)     /* the args[0]-th derivative of digamma (args[0] >= 1) */
+  X(POLYGAMMA, 1, FLOAT)     /* the args[0]-th derivative of digamma (args[0] >= 1) */      \
+  X(ENTR, 1, FLOAT)          /* -a ln a */                                                    \
+  X(ANGLE, 1, FLOAT)         /* of a real number: pi below 0, else 0 */                       \
+  X(ERFCX, 1, FLOAT)         /* e^(a^2) erfc a */                                             \
+  X(NDTRI, 1, FLOAT)         /* the standard normal quantile */                               \
+  X(LOG_NDTR, 1, FLOAT)      /* ln of the standard normal CDF */                              \
+  X(I0, 1, FLOAT)            /* modified Bessel functions, and scaled by e^-|a| */            \
+  X(I0E, 1, FLOAT)                                                                            \
+  X(I1, 1, FLOAT)                                                                             \
+  X(I1E, 1, FLOAT)                                                                            \
+  X(RENORM_FACTOR, 1, FLOAT) /* a > args[0] ? args[0] / (a + 1e-7) : 1 (renorm's scale) */
 
 enum or_kinds {
   OR_KINDS_ANY = 0,

@@ -23,10 +23,12 @@
 #include <ATen/native/Activation.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/Fill.h>
+#include <ATen/native/Normalization.h>
 #include <ATen/native/PointwiseOps.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/native/UnaryOps.h>
 #include <ATen/ops/abs_native.h>
+#include <ATen/ops/angle_native.h>
 #include <ATen/ops/fill_native.h>
 #include <ATen/ops/clamp_meta.h>
 #include <ATen/ops/floor_divide_native.h>
@@ -52,6 +54,9 @@
 #include <ATen/ops/nan_to_num_native.h>
 #include <ATen/ops/polygamma_native.h>
 #include <ATen/ops/relu_native.h>
+#include <ATen/ops/remainder_native.h>
+#include <ATen/ops/renorm_native.h>
+#include <ATen/ops/rsub_native.h>
 #include <ATen/ops/where_native.h>
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>
@@ -584,6 +589,14 @@ void openreg_huber_backward(TensorIterator& iter, const Scalar& norm, double del
   launch_elementwise(iter, OR_OP_HUBER_BACKWARD, {norm, delta});
 }
 
+void openreg_angle(TensorIteratorBase& iter) {
+  launch_elementwise(iter, OR_OP_ANGLE);
+}
+
+void openreg_renorm_scale(TensorIteratorBase& iter, double maxnorm) {
+  launch_elementwise(iter, OR_OP_RENORM_FACTOR, {maxnorm});
+}
+
 void openreg_fill(TensorIterator& iter, const c10::Scalar& value) {
   const auto dtype = iter.dtype(0);
   openreg::engine::check_dtype(openreg::engine::supports_dtype(dtype), "fill_", dtype);
@@ -617,6 +630,8 @@ REGISTER_PRIVATEUSE1_DISPATCH(smooth_l1_stub, &openreg_smooth_l1)
 REGISTER_PRIVATEUSE1_DISPATCH(smooth_l1_backward_stub, &openreg_smooth_l1_backward)
 REGISTER_PRIVATEUSE1_DISPATCH(huber_stub, &openreg_huber)
 REGISTER_PRIVATEUSE1_DISPATCH(huber_backward_stub, &openreg_huber_backward)
+REGISTER_PRIVATEUSE1_DISPATCH(angle_stub, &openreg_angle)
+REGISTER_PRIVATEUSE1_DISPATCH(renorm_scale_factor_stub, &openreg_renorm_scale)
 
 } // namespace at::native
 
@@ -809,6 +824,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_STRUCTURED(m, erfinv, unary_impl<OR_OP_ERFINV>, erfinv, erfinv_, erfinv_out);
   OPENREG_STRUCTURED(m, lgamma, unary_impl<OR_OP_LGAMMA>, lgamma, lgamma_, lgamma_out);
   OPENREG_STRUCTURED(m, digamma, unary_impl<OR_OP_DIGAMMA>, digamma, digamma_, digamma_out);
+  OPENREG_STRUCTURED(m, special_entr, unary_impl<OR_OP_ENTR>, special_entr, none, special_entr_out);
+  OPENREG_STRUCTURED(m, special_erfcx, unary_impl<OR_OP_ERFCX>, special_erfcx, none, special_erfcx_out);
+  OPENREG_STRUCTURED(m, special_ndtri, unary_impl<OR_OP_NDTRI>, special_ndtri, none, special_ndtri_out);
+  OPENREG_STRUCTURED(m, special_log_ndtr, unary_impl<OR_OP_LOG_NDTR>, special_log_ndtr, none, special_log_ndtr_out);
+  OPENREG_STRUCTURED(m, i0, unary_impl<OR_OP_I0>, i0, i0_, i0_out);
+  OPENREG_STRUCTURED(m, special_i0e, unary_impl<OR_OP_I0E>, special_i0e, none, special_i0e_out);
+  OPENREG_STRUCTURED(m, special_i1, unary_impl<OR_OP_I1>, special_i1, none, special_i1_out);
+  OPENREG_STRUCTURED(m, special_i1e, unary_impl<OR_OP_I1E>, special_i1e, none, special_i1e_out);
+  OPENREG_NATIVE(m, angle, at::native::angle);
+  OPENREG_NATIVE(m, angle_out, at::native::angle_out);
+  OPENREG_STRUCTURED_NATIVE(m, renorm_out, renorm, renorm_, renorm_out);
+  OPENREG_NATIVE(m, rsub_Tensor, at::native::rsub);
+  OPENREG_NATIVE(m, remainder_Scalar_Tensor, at::native::remainder);
   m.impl("polygamma", TORCH_FN(polygamma));
   m.impl("polygamma.out", TORCH_FN(polygamma_out));
   // more activations and their backward ops

@@ -71,7 +71,8 @@ constexpr bool costly(or_op op) {
   case OR_OP_POW: case OR_OP_POW_SCALAR: case OR_OP_REMAINDER: case OR_OP_FMOD:
   case OR_OP_GLU: case OR_OP_LOGADDEXP: case OR_OP_LOGADDEXP2: case OR_OP_HYPOT: case OR_OP_XLOGY:
   case OR_OP_XLOG1PY: case OR_OP_SINC: case OR_OP_ERFC: case OR_OP_ERFINV: case OR_OP_LGAMMA: case OR_OP_DIGAMMA:
-  case OR_OP_POLYGAMMA:
+  case OR_OP_POLYGAMMA: case OR_OP_ENTR: case OR_OP_ERFCX: case OR_OP_NDTRI: case OR_OP_LOG_NDTR: case OR_OP_I0:
+  case OR_OP_I0E: case OR_OP_I1: case OR_OP_I1E:
   case OR_OP_GCD: case OR_OP_LCM:
     return true;
   default:

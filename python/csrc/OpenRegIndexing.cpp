@@ -27,6 +27,10 @@
 #include <ATen/ops/index_add_meta.h>
 #include <ATen/ops/index_copy_meta.h>
 #include <ATen/ops/index_reduce_meta.h>
+#include <ATen/ops/isin_meta.h>
+#include <ATen/ops/narrow_copy_native.h>
+#include <ATen/ops/pixel_shuffle_native.h>
+#include <ATen/ops/pixel_unshuffle_native.h>
 #include <ATen/ops/scatter_reduce_native.h>
 #include <ATen/ops/index_native.h>
 #include <ATen/ops/scatter_add_native.h>
@@ -818,6 +822,104 @@ void triangle_impl(at::impl::MetaBase& op, const Tensor& self, int64_t diagonal)
 }
 
 // eye: zeros with ones on the diagonal (a strided view), both device fills.
+// ---- isin: a sort of the test elements and a binary search per element ----
+
+// out[i] = elements[i] is among test (or is not, with invert), in the dtype
+// both promote to, as CPU's sorting path compares them.
+void isin_impl(at::impl::MetaBase& op, const Tensor& elements, const Tensor& test, bool /*assume_unique*/,
+               bool invert) {
+  const Tensor& out = op.maybe_get_output(0);
+  if (out.numel() == 0) {
+    return;
+  }
+  if (test.numel() == 0) {
+    out.fill_(invert);
+    return;
+  }
+  const auto common = at::result_type(elements, test);
+  const Tensor sorted = std::get<0>(at::sort(test.reshape({-1}).to(common), /*stable=*/false, 0, false));
+  const Tensor flat = elements.reshape({-1}).to(common);
+  // NaNs sort last but would stop the binary search: searched as +inf (an
+  // element is still compared with the value itself, and NaN equals nothing)
+  const Tensor keys = at::isFloatingType(common) ? at::where(sorted.isnan(), INFINITY, sorted) : sorted;
+  const Tensor pos = at::searchsorted(keys, flat).clamp_max_(sorted.numel() - 1);
+  Tensor found = sorted.gather(0, pos).eq_(flat);
+  if (invert) {
+    found.logical_not_();
+  }
+  out.copy_(found.view(elements.sizes()));
+}
+
+void isin_scalar_impl(at::impl::MetaBase& op, const Tensor& elements, const Scalar& test, bool /*assume_unique*/,
+                      bool invert) {
+  Tensor out = op.maybe_get_output(0);
+  if (invert) {
+    at::ne_out(out, elements, test);
+  } else {
+    at::eq_out(out, elements, test);
+  }
+}
+
+// isin(Scalar, Tensor): the element as a 0-dim tensor on the device.
+Tensor isin_scalar_tensor(const Scalar& element, const Tensor& test, bool assume_unique, bool invert) {
+  return at::isin(at::scalar_tensor(element, test.options()), test, assume_unique, invert);
+}
+
+Tensor& isin_scalar_tensor_out(const Scalar& element, const Tensor& test, bool assume_unique, bool invert,
+                               Tensor& out) {
+  return at::isin_out(out, at::scalar_tensor(element, test.options()), test, assume_unique, invert);
+}
+
+// tril_indices / triu_indices: the coordinates (2, N) of a row x col
+// triangle, in row-major order: the nonzero positions of a triangle of ones.
+template <bool Lower>
+Tensor triangle_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<c10::Device> device, std::optional<bool>) {
+  using Op = std::conditional_t<Lower, at::_ops::tril_indices, at::_ops::triu_indices>;
+  openreg::count_op(counted_name<Op>(), true);
+  const char* name = Lower ? "tril_indices" : "triu_indices";
+  TORCH_CHECK(row >= 0, "row must be non-negative, got", row);
+  TORCH_CHECK(col >= 0, "col must be non-negative, got", col);
+  const auto type = dtype.value_or(at::kLong);
+  TORCH_CHECK_NOT_IMPLEMENTED(type == at::kLong || type == at::kInt, "\"", name, "\" not implemented for '",
+                              c10::toString(type), "'");
+  TORCH_CHECK(!layout.has_value() || *layout == at::kStrided, name, ": only strided tensors");
+  const auto options = at::TensorOptions().device(device.value_or(c10::Device(c10::DeviceType::PrivateUse1)));
+  const Tensor ones = at::ones({row, col}, options.dtype(at::kBool));
+  const Tensor triangle = Lower ? ones.tril(offset) : ones.triu(offset);
+  return triangle.nonzero().t().to(type).contiguous();
+}
+
+// narrow_copy: the slice copied on the device.
+Tensor narrow_copy(const Tensor& self, int64_t dim, c10::SymInt start, c10::SymInt length) {
+  using Op = at::_ops::narrow_copy;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, dim, start, length);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  return self.narrow_symint(dim, std::move(start), std::move(length)).clone(at::MemoryFormat::Contiguous);
+}
+
+// channel_shuffle: (N, g, C/g, ...) with the two group dimensions swapped.
+Tensor channel_shuffle(const Tensor& self, c10::SymInt groups_sym) {
+  using Op = at::_ops::channel_shuffle;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, groups_sym);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  const int64_t groups = groups_sym.expect_int();
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input to have at least 3 dimensions, but got input with ",
+              self.dim(), " dimension(s)");
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive.", " Value of groups:", groups);
+  const int64_t c = self.size(1);
+  TORCH_CHECK(c % groups == 0, "Number of channels must be divisible by groups. Got ", c, " channels and ", groups,
+              " groups.");
+  auto shape = self.sizes().vec();
+  shape[1] = c / groups;
+  shape.insert(shape.begin() + 1, groups);
+  return self.reshape(shape).transpose(1, 2).contiguous(self.suggest_memory_format()).view(self.sizes());
+}
+
 // logspace: base ** (the linspace of exponents), both on the device, in CPU's
 // arithmetic: for floating results the exponents and powers in double from
 // the ends converted to the result's type; for integer results in float32.
@@ -955,6 +1057,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_NATIVE(m, arange_start_out, at::native::arange_out);
   OPENREG_NATIVE(m, linspace_out, at::native::linspace_out);
   m.impl("logspace.out", TORCH_FN(logspace_out));
+  OPENREG_STRUCTURED(m, isin_Tensor_Tensor, isin_impl, isin_Tensor_Tensor, none, isin_Tensor_Tensor_out);
+  OPENREG_STRUCTURED(m, isin_Tensor_Scalar, isin_scalar_impl, isin_Tensor_Scalar, none, isin_Tensor_Scalar_out);
+  m.impl("isin.Scalar_Tensor", TORCH_FN(isin_scalar_tensor));
+  m.impl("isin.Scalar_Tensor_out", TORCH_FN(isin_scalar_tensor_out));
+  m.impl("tril_indices", TORCH_FN(triangle_indices<true>));
+  m.impl("triu_indices", TORCH_FN(triangle_indices<false>));
+  m.impl("narrow_copy", TORCH_FN(narrow_copy));
+  m.impl("channel_shuffle", TORCH_FN(channel_shuffle));
+  OPENREG_NATIVE(m, pixel_shuffle, at::native::math_pixel_shuffle);
+  OPENREG_NATIVE(m, pixel_unshuffle, at::native::math_pixel_unshuffle);
   m.impl("roll", TORCH_FN(roll));
   m.impl("eye.m_out", TORCH_FN(eye_out));
   m.impl("eye.out", TORCH_FN(eye_n_out));

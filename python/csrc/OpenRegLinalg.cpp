@@ -18,6 +18,7 @@
 #include <ATen/native/Distance.h>
 #include <ATen/ops/_cdist_backward_native.h>
 #include <ATen/ops/_cdist_forward_native.h>
+#include <ATen/ops/addbmm_native.h>
 #include <ATen/ops/linalg_cross_native.h>
 #include <ATen/ops/addmm_meta.h>
 #include <ATen/ops/addmv_meta.h>
@@ -198,6 +199,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("dot", TORCH_FN(dot_entry<at::_ops::dot>));
   m.impl("vdot", TORCH_FN(dot_entry<at::_ops::vdot>));
   OPENREG_STRUCTURED_NATIVE(m, linalg_cross_out, linalg_cross, none, linalg_cross_out);
+  OPENREG_NATIVE(m, addbmm, at::native::addbmm); // ATen's loop of addmm_ over the batch
+  OPENREG_NATIVE(m, addbmm_, at::native::addbmm_);
+  OPENREG_NATIVE(m, addbmm_out, at::native::addbmm_out);
   OPENREG_NATIVE(m, _cdist_forward, at::native::_cdist_forward);
   OPENREG_NATIVE(m, _cdist_backward, at::native::_cdist_backward);
 }

@@ -260,12 +260,21 @@ def test_special_functions_match_cpu_at_poles_zeros_and_infinities():
     torch.testing.assert_close(trigamma[~poles], torch.polygamma(1, special[~poles]), equal_nan=True)
     _check(torch.erfinv, torch.tensor([-1.0, 1.0, -0.0, 0.0, 1.5, -1 + 1e-15, 1 - 1e-15, 0.999, float("nan")],
                                       dtype=torch.float64))
+    for fn in (torch.special.erfcx, torch.special.log_ndtr, torch.special.i0, torch.special.i0e, torch.special.i1,
+               torch.special.i1e, torch.special.entr, torch.angle):
+        _check(fn, special)
+    _check(torch.special.ndtri, torch.tensor([0.0, 1.0, 0.5, 1e-300, 5e-324, 1 - 1e-16, -0.1, 1.1, float("nan")],
+                                             dtype=torch.float64))
 
 
 @pytest.mark.parametrize("fn, lo, hi", [
     (torch.erfinv, -1.0, 1.0), (torch.erfc, -6.0, 11.0), (torch.lgamma, 2.5, 40.0),
     (torch.lgamma, -0.95, -0.05), (torch.digamma, 2.0, 60.0), (lambda x: torch.polygamma(2, x), 0.05, 30.0),
-], ids=["erfinv", "erfc", "lgamma", "lgamma_negative", "digamma", "polygamma_2"])
+    (torch.special.erfcx, -5.0, 50.0), (torch.special.ndtri, 1e-12, 1 - 1e-12), (torch.special.log_ndtr, -30.0, 8.0),
+    (torch.special.i0, -40.0, 40.0), (torch.special.i0e, -300.0, 300.0), (torch.special.i1, -40.0, 40.0),
+    (torch.special.i1e, -300.0, 300.0), (torch.special.entr, 0.0, 20.0),
+], ids=["erfinv", "erfc", "lgamma", "lgamma_negative", "digamma", "polygamma_2", "erfcx", "ndtri", "log_ndtr", "i0",
+        "i0e", "i1", "i1e", "entr"])
 def test_special_functions_are_accurate_in_float64(fn, lo, hi):
     # Computed in double: near CPU's float64 results (within 1e-13 relative), where the function
     # is well conditioned, and so within a rounding of the float32 result.

@@ -376,3 +376,38 @@ def test_logspace_matches_cpu(dtype):
         expected = torch.logspace(start, end, steps, base, dtype=dtype)
         actual = torch.logspace(start, end, steps, base, dtype=dtype, device="openreg")
         _same(actual, expected, exact=not dtype.is_floating_point)
+
+
+def test_isin_matches_cpu_in_every_form():
+    elements = torch.tensor([[1, 5, 2], [7, 2, 9]])
+    test = torch.tensor([2.0, 9.0, 3.5, 2.0])
+    for invert in (False, True):
+        _same(torch.isin(*_dev(elements, test), invert=invert), torch.isin(elements, test, invert=invert))
+        _same(torch.isin(*_dev(elements), 2, invert=invert), torch.isin(elements, 2, invert=invert))
+        _same(torch.isin(7, *_dev(elements), invert=invert), torch.isin(7, elements, invert=invert))
+    nan = torch.tensor([float("nan"), 1.0])
+    _same(torch.isin(*_dev(nan, nan)), torch.isin(nan, nan))
+    _same(torch.isin(*_dev(elements, torch.tensor([], dtype=torch.long))), torch.isin(elements, torch.tensor([], dtype=torch.long)))
+
+
+@pytest.mark.parametrize("offset", [-3, -1, 0, 2, 9])
+def test_triangle_indices_match_cpu(offset):
+    for rows, cols in ((4, 5), (5, 3), (0, 3), (1, 1)):
+        for fn in (torch.tril_indices, torch.triu_indices):
+            for dtype in (torch.long, torch.int32):
+                expected = fn(rows, cols, offset, dtype=dtype)
+                actual = fn(rows, cols, offset, dtype=dtype, device="openreg")
+                _same(actual, expected)
+                assert actual.is_contiguous()
+    with pytest.raises(RuntimeError, match="row must be non-negative"):
+        torch.tril_indices(-1, 3, device="openreg")
+
+
+def test_shuffles_and_narrow_copy_match_cpu():
+    x = _values((2, 8, 4, 6), torch.float32, seed=30)
+    _same(torch.nn.functional.pixel_shuffle(*_dev(x), 2), torch.nn.functional.pixel_shuffle(x, 2))
+    _same(torch.nn.functional.pixel_unshuffle(*_dev(x), 2), torch.nn.functional.pixel_unshuffle(x, 2))
+    _same(torch.nn.functional.channel_shuffle(*_dev(x), 4), torch.nn.functional.channel_shuffle(x, 4))
+    _same(x.to("openreg").narrow_copy(3, 1, 4), x.narrow_copy(3, 1, 4))
+    with pytest.raises(RuntimeError, match="divisible"):
+        torch.nn.functional.channel_shuffle(*_dev(x), 3)

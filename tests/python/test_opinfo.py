@@ -96,6 +96,11 @@ DEVICE = {
     "take", "put", "index_copy", "index_reduce.prod", "index_reduce.mean", "index_reduce.amax", "index_reduce.amin",
     "scatter_reduce.sum", "scatter_reduce.prod", "scatter_reduce.mean", "scatter_reduce.amax", "scatter_reduce.amin",
     "repeat_interleave", "bincount", "histc", "searchsorted", "bucketize", "logspace", "logspace.tensor_overload",
+    "isin", "tril_indices", "triu_indices", "narrow_copy", "nn.functional.pixel_shuffle", "nn.functional.pixel_unshuffle",
+    "nn.functional.channel_shuffle",
+    # more special functions, reverse arithmetic, batched products
+    "special.entr", "special.erfcx", "special.ndtri", "special.log_ndtr", "i0", "special.i0e", "special.i1",
+    "special.i1e", "signal.windows.kaiser", "angle", "renorm", "rsub", "__rsub__", "addbmm",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 

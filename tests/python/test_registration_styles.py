@@ -64,15 +64,15 @@ def test_an_autograd_function_may_return_its_input_or_a_view_of_it():
 def test_ops_without_a_device_kernel_take_a_per_operator_or_the_global_fallback():
     # Structured ops are registered one by one to the fallback (they would otherwise
     # run a composite kernel around their .out form); the rest meet the global fallback.
-    assert torch_openreg._C.runs_through_fallback("aten::special_entr")  # per-operator registration
+    assert torch_openreg._C.runs_through_fallback("aten::special_zeta")  # per-operator registration
     assert torch_openreg._C.runs_through_fallback("aten::_fft_r2c")  # the global fallback
     assert torch_openreg._C.runs_through_fallback("aten::_convolution")  # a composite sent to the host whole
     assert not torch_openreg._C.runs_through_fallback("aten::add.Tensor")  # a device kernel
     assert not torch_openreg._C.runs_through_fallback("aten::no_such_op")
-    a = torch.rand(8)
+    a, q = torch.rand(8) + 1.5, torch.rand(8) + 0.5
     torch.openreg.reset_op_counts()
-    entropy = torch.special.entr(a.to("openreg"))
-    torch.testing.assert_close(entropy.cpu(), torch.special.entr(a))
-    assert _ran("aten::special_entr") == {"device": 0, "fallback": 1}
+    zeta = torch.special.zeta(a.to("openreg"), q.to("openreg"))
+    torch.testing.assert_close(zeta.cpu(), torch.special.zeta(a, q))
+    assert _ran("aten::special_zeta") == {"device": 0, "fallback": 1}
     with torch.openreg.fallback_policy("error"), pytest.raises(RuntimeError, match="aten::_fft_r2c"):
         torch.fft.rfft(torch.ones(4, device="openreg"))
