@@ -569,10 +569,6 @@ void openreg_activation(TensorIterator& iter) {
   launch_elementwise(iter, Op);
 }
 
-void openreg_prelu(TensorIterator& iter) {
-  launch_elementwise(iter, OR_OP_PRELU);
-}
-
 void openreg_smooth_l1(TensorIteratorBase& iter, double beta) {
   launch_elementwise(iter, OR_OP_SMOOTH_L1, {beta});
 }
@@ -625,7 +621,7 @@ REGISTER_PRIVATEUSE1_DISPATCH(rshift_stub, &openreg_shift<OR_OP_RSHIFT>)
 REGISTER_PRIVATEUSE1_DISPATCH(hardswish_stub, &openreg_activation<OR_OP_HARDSWISH>)
 REGISTER_PRIVATEUSE1_DISPATCH(hardswish_backward_stub, &openreg_activation<OR_OP_HARDSWISH_BACKWARD>)
 REGISTER_PRIVATEUSE1_DISPATCH(glu_backward_stub, &openreg_activation<OR_OP_GLU_BACKWARD>)
-REGISTER_PRIVATEUSE1_DISPATCH(prelu_stub, &openreg_prelu)
+REGISTER_PRIVATEUSE1_DISPATCH(prelu_stub, &openreg_activation<OR_OP_PRELU>)
 REGISTER_PRIVATEUSE1_DISPATCH(smooth_l1_stub, &openreg_smooth_l1)
 REGISTER_PRIVATEUSE1_DISPATCH(smooth_l1_backward_stub, &openreg_smooth_l1_backward)
 REGISTER_PRIVATEUSE1_DISPATCH(huber_stub, &openreg_huber)

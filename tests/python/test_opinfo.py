@@ -11,6 +11,7 @@ import torch.utils._pytree as pytree
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase
+from torch_openreg.coverage import FLOAT64_ORACLE
 
 ALLOWED = {
     # elementwise
@@ -84,7 +85,8 @@ DEVICE = {
     "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "logaddexp", "logaddexp2", "hypot", "copysign",
     "xlogy", "special.xlog1py", "heaviside", "fmax", "fmin", "frac", "signbit", "sinc", "round.decimals_0",
     "round.decimals_3", "round.decimals_neg_3", "erfc", "erfinv", "lgamma", "digamma", "polygamma.polygamma_n_0",
-    "special.polygamma.special_polygamma_n_0", "mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3",
+    "special.polygamma.special_polygamma_n_0", "polygamma.polygamma_n_1", "polygamma.polygamma_n_2",
+    "polygamma.polygamma_n_3", "polygamma.polygamma_n_4", "mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3",
     "mvlgamma.mvlgamma_p_5",
     # more activations and regression losses
     "nn.functional.hardsigmoid", "nn.functional.hardswish", "nn.functional.hardshrink", "nn.functional.softshrink",
@@ -104,10 +106,8 @@ DEVICE = {
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 
-# Ops whose float32 CPU kernels compute in float32 and lose digits where the device keeps them
-# (trigamma near its poles: CPU's sin(pi x) in float32): compared, in float32, with CPU's float64
-# results rounded to float32.
-FLOAT64_ORACLE = {"digamma", "polygamma.polygamma_n_0", "special.polygamma.special_polygamma_n_0"}
+# Ops compared with CPU's float64 results rounded to float32: FLOAT64_ORACLE, shared with the
+# coverage tool.
 
 # Composite ops may decompose differently on a PrivateUse1 device than on CPU (layer_norm
 # does), so float32 results can differ in the last bits.
