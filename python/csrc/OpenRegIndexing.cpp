@@ -696,6 +696,25 @@ Tensor nonzero(const Tensor& self) {
   return nonzero_out(self, result);
 }
 
+// nonzero_static: the first `size` coordinates of nonzero elements (nonzero's,
+// on the device), padded with fill_value to `size` rows.
+Tensor nonzero_static(const Tensor& self, c10::SymInt size_sym, int64_t fill_value) {
+  using Op = at::_ops::nonzero_static;
+  if (!engine_handles(self)) {
+    return fallback<Op>(self, size_sym, fill_value);
+  }
+  openreg::count_op(counted_name<Op>(), true);
+  const int64_t size = size_sym.expect_int();
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer, but got size = ", size);
+  const Tensor found = at::nonzero(self);
+  Tensor result = at::full({size, self.dim()}, fill_value, self.options().dtype(at::kLong));
+  const int64_t n = std::min(size, found.size(0));
+  if (n > 0) {
+    result.narrow(0, 0, n).copy_(found.narrow(0, 0, n));
+  }
+  return result;
+}
+
 // self[mask], with self and mask broadcast together (as CPU does).
 Tensor masked_select(const Tensor& self, const Tensor& mask) {
   using Op = at::_ops::masked_select;
@@ -1096,6 +1115,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_NATIVE(m, _index_put_impl_, at::native::_index_put_impl_);
   m.impl("nonzero", TORCH_FN(nonzero));
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
+  m.impl("nonzero_static", TORCH_FN(nonzero_static));
   m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));

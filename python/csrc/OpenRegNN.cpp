@@ -739,6 +739,26 @@ Tensor im2col(const Tensor& padded, int64_t groups, int64_t kh, int64_t kw, at::
   return windows.reshape({N, groups, C / groups * kh * kw, oh * ow});
 }
 
+// The windows `cols` (N, C, kh, kw, oh, ow) added back into a zero-padded
+// (N, C, H + 2 ph, W + 2 pw) image at their positions (col2im: one strided
+// add per kernel position, in kernel order), the padding then cut off.
+Tensor col2im_sum(const Tensor& cols, int64_t H, int64_t W, const std::array<int64_t, 2>& padding,
+                  at::IntArrayRef stride, at::IntArrayRef dilation) {
+  const int64_t N = cols.size(0), C = cols.size(1), kh = cols.size(2), kw = cols.size(3);
+  const int64_t oh = cols.size(4), ow = cols.size(5);
+  Tensor padded = at::zeros({N, C, H + 2 * padding[0], W + 2 * padding[1]}, cols.options());
+  const auto s = padded.strides();
+  for (int64_t i = 0; i < kh; ++i) {
+    for (int64_t j = 0; j < kw; ++j) {
+      padded
+          .as_strided({N, C, oh, ow}, {s[0], s[1], stride[0] * s[2], stride[1] * s[3]},
+                      padded.storage_offset() + i * dilation[0] * s[2] + j * dilation[1] * s[3])
+          .add_(cols.select(2, i).select(2, j));
+    }
+  }
+  return padded.slice(2, padding[0], padding[0] + H).slice(3, padding[1], padding[1] + W).contiguous();
+}
+
 Tensor pad2d(const Tensor& x, const std::array<int64_t, 2>& padding) {
   if (padding[0] == 0 && padding[1] == 0) {
     return x;
@@ -872,18 +892,93 @@ Tensor conv_input_grad(const Conv2d& c, const Tensor& weight, const Tensor& grad
     Tensor cols_group = cols_grad.select(1, gi);
     at::bmm_out(cols_group, w[gi].t().expand({c.N, K, c.O / g}), gr.select(1, gi));
   }
-  const Tensor cols6 = cols_grad.view({c.N, c.C, c.kh, c.kw, c.oh, c.ow});
-  Tensor padded = at::zeros({c.N, c.C, c.H + 2 * c.padding[0], c.W + 2 * c.padding[1]}, grad.options());
-  const auto s = padded.strides();
-  for (int64_t i = 0; i < c.kh; ++i) {
-    for (int64_t j = 0; j < c.kw; ++j) {
-      padded
-          .as_strided({c.N, c.C, c.oh, c.ow}, {s[0], s[1], c.stride[0] * s[2], c.stride[1] * s[3]},
-                      padded.storage_offset() + i * c.dilation[0] * s[2] + j * c.dilation[1] * s[3])
-          .add_(cols6.select(2, i).select(2, j));
-    }
+  return col2im_sum(cols_grad.view({c.N, c.C, c.kh, c.kw, c.oh, c.ow}), c.H, c.W, c.padding, c.stride, c.dilation);
+}
+
+// ---- unfold and fold (im2col, col2im) ----
+
+// The geometry of F.unfold / F.fold: each of the four arguments two
+// positive (padding: non-negative) numbers, as ATen's shape checks ask.
+struct Blocks {
+  std::array<int64_t, 2> kernel, dilation, padding, stride;
+};
+
+Blocks blocks_of(at::IntArrayRef kernel_size, at::IntArrayRef dilation, at::IntArrayRef padding,
+                 at::IntArrayRef stride) {
+  const auto two = [](at::IntArrayRef v, const char* name, int64_t least) {
+    TORCH_CHECK(v.size() == 2, "It is expected ", name, " equals to 2, but got size ", v.size());
+    TORCH_CHECK(v[0] >= least && v[1] >= least, name, " should be ", least == 0 ? "non-negative" : "greater than zero",
+                ", but got ", name, ": ", v[0], " ", v[1]);
+    return std::array<int64_t, 2>{v[0], v[1]};
+  };
+  return {two(kernel_size, "kernel_size", 1), two(dilation, "dilation", 1), two(padding, "padding", 0),
+          two(stride, "stride", 1)};
+}
+
+// The number of sliding blocks along each spatial dimension of an H x W image.
+std::array<int64_t, 2> block_counts(const Blocks& b, int64_t H, int64_t W) {
+  const std::array<int64_t, 2> in{H, W};
+  std::array<int64_t, 2> n{};
+  for (int i = 0; i < 2; ++i) {
+    n[i] = (in[i] + 2 * b.padding[i] - (b.dilation[i] * (b.kernel[i] - 1) + 1)) / b.stride[i] + 1;
   }
-  return padded.slice(2, c.padding[0], c.padding[0] + c.H).slice(3, c.padding[1], c.padding[1] + c.W).contiguous();
+  TORCH_CHECK(n[0] >= 1 && n[1] >= 1, "Given input with spatial size (", H, ", ", W, "), kernel_size=(",
+              b.kernel[0], ", ", b.kernel[1], "), dilation=(", b.dilation[0], ", ", b.dilation[1], "), padding=(",
+              b.padding[0], ", ", b.padding[1], "), calculated shape of the array of sliding blocks as (", n[0],
+              ", ", n[1], "), but its components must be at least one.");
+  return n;
+}
+
+// F.unfold: every kh x kw block of the (padded) image as a column, (N, C kh kw, L).
+Tensor im2col_kernel(const Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                     at::IntArrayRef padding, at::IntArrayRef stride) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::im2col>(self, kernel_size, dilation, padding, stride);
+  }
+  openreg::count_op(structured::counted_name<at::_ops::im2col>(), true);
+  const Blocks b = blocks_of(kernel_size, dilation, padding, stride);
+  TORCH_CHECK((self.dim() == 3 && self.size(0) > 0 && self.size(1) > 0 && self.size(2) > 0) ||
+                  (self.dim() == 4 && self.size(1) > 0 && self.size(2) > 0 && self.size(3) > 0),
+              "Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions "
+              "for input, but got: ", self.sizes());
+  const Tensor x = self.dim() == 3 ? self.unsqueeze(0) : self;
+  const int64_t N = x.size(0), C = x.size(1);
+  const auto n = block_counts(b, x.size(2), x.size(3));
+  Tensor cols = N == 0 ? at::empty({0, 1, C * b.kernel[0] * b.kernel[1], n[0] * n[1]}, x.options())
+                       : im2col(pad2d(x, b.padding), 1, b.kernel[0], b.kernel[1], b.stride, b.dilation, n[0], n[1]);
+  cols = cols.view({N, C * b.kernel[0] * b.kernel[1], n[0] * n[1]});
+  return self.dim() == 3 ? cols.squeeze(0) : cols;
+}
+
+// F.fold: the columns (N, C kh kw, L) summed back into an H x W image.
+Tensor col2im_kernel(const Tensor& self, c10::SymIntArrayRef output_size_sym, at::IntArrayRef kernel_size,
+                     at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::col2im>(self, output_size_sym, kernel_size, dilation, padding, stride);
+  }
+  openreg::count_op(structured::counted_name<at::_ops::col2im>(), true);
+  const auto output_size = C10_AS_INTARRAYREF_SLOW(output_size_sym);
+  TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
+  const Blocks b = blocks_of(kernel_size, dilation, padding, stride);
+  TORCH_CHECK((self.dim() == 2 && self.size(0) > 0 && self.size(1) > 0) ||
+                  (self.dim() == 3 && self.size(1) > 0 && self.size(2) > 0),
+              "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions "
+              "for input, but got: ", self.sizes());
+  const Tensor x = self.dim() == 2 ? self.unsqueeze(0) : self;
+  const int64_t window = b.kernel[0] * b.kernel[1];
+  TORCH_CHECK(x.size(1) % window == 0, "Expected size of input's dimension 1 to be divisible by the product of "
+              "kernel_size, but got input.size(1)=", x.size(1), " and kernel_size=(", b.kernel[0], ", ", b.kernel[1],
+              ").");
+  const auto n = block_counts(b, output_size[0], output_size[1]);
+  TORCH_CHECK(x.size(2) == n[0] * n[1], "Given output_size=(", output_size[0], ", ", output_size[1],
+              "), kernel_size=(", b.kernel[0], ", ", b.kernel[1], "), dilation=(", b.dilation[0], ", ", b.dilation[1],
+              "), padding=(", b.padding[0], ", ", b.padding[1], "), stride=(", b.stride[0], ", ", b.stride[1],
+              "), expected size of input's dimension 2 to match the calculated number of sliding blocks ", n[0],
+              " * ", n[1], " = ", n[0] * n[1], ", but got input.size(2)=", x.size(2), ".");
+  const int64_t N = x.size(0), C = x.size(1) / window;
+  const Tensor image = col2im_sum(x.reshape({N, C, b.kernel[0], b.kernel[1], n[0], n[1]}), output_size[0],
+                                  output_size[1], b.padding, b.stride, b.dilation);
+  return self.dim() == 2 ? image.squeeze(0) : image;
 }
 
 // Plain: conv_forward, plus bias. Transposed: the plain convolution's input
@@ -1038,6 +1133,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("binary_cross_entropy_backward", TORCH_FN(binary_cross_entropy_backward_kernel));
   m.impl("logit", TORCH_FN(logit_kernel));
   m.impl("logit_backward", TORCH_FN(logit_backward_kernel));
+  m.impl("im2col", TORCH_FN(im2col_kernel));
+  m.impl("col2im", TORCH_FN(col2im_kernel));
   m.impl("log_sigmoid_forward", TORCH_FN(log_sigmoid_forward_kernel));
   m.impl("log_sigmoid_backward", TORCH_FN(log_sigmoid_backward_kernel));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward_kernel));

@@ -544,12 +544,69 @@ Tensor pad_backward_kernel(const Tensor& grad_output, const Tensor& input, c10::
 
 using Scale = std::optional<double>;
 
+// ---- max unpooling ----
+
+// max_unpool2d/3d: zeros, with each input value written to the position its
+// index names in its plane (the last write wins when indices repeat, as in
+// CPU's loop); an index outside the plane stops the scatter (the device-side
+// check, reported at the next synchronizing call).
+Tensor max_unpool(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, int64_t dims) {
+  const char* name = dims == 2 ? "max_unpooling2d" : "max_unpooling3d";
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "elements in indices should be type int64 but got: ",
+              indices.scalar_type());
+  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == dims, "There should be exactly ", dims,
+              " elements in output_size, but got ", output_size.size(), " elements.");
+  TORCH_CHECK(self.dim() == dims + 1 || self.dim() == dims + 2, "Input to ", name, " should be a ", dims + 1, "d or ",
+              dims + 2, "d Tensor, but got a tensor with ", self.dim(), " dimensions.");
+  TORCH_CHECK(self.sizes() == indices.sizes(), "Expected shape of indices to be same as that of the input tensor (",
+              self.sizes(), ") but got indices tensor with shape: ", indices.sizes());
+  for (int64_t d = 1; d < self.dim(); ++d) {
+    TORCH_CHECK(self.size(d) > 0, name, "_forward_out(): Expected input to have non-zero size for non-batch "
+                "dimensions, but got ", self.sizes(), " with dimension ", d, " being empty.");
+  }
+  auto shape = self.sizes().vec();
+  int64_t plane = 1;
+  for (int64_t d = 0; d < dims; ++d) {
+    shape[self.dim() - dims + d] = output_size[d];
+    plane *= output_size[d];
+  }
+  Tensor out = at::zeros(shape, self.options());
+  const int64_t outer = self.dim() == dims + 2 ? self.size(0) * self.size(1) : self.size(0);
+  if (out.numel() > 0 && self.numel() > 0) {
+    out.view({outer, plane}).scatter_(1, indices.reshape({outer, -1}), self.reshape({outer, -1}));
+  }
+  return out;
+}
+
+Tensor max_unpool2d_kernel(const Tensor& self, const Tensor& indices, c10::SymIntArrayRef output_size) {
+  if (!structured::engine_handles(self, indices)) {
+    return structured::fallback<at::_ops::max_unpool2d>(self, indices, output_size);
+  }
+  openreg::count_op(structured::counted_name<at::_ops::max_unpool2d>(), true);
+  return max_unpool(self, indices, C10_AS_INTARRAYREF_SLOW(output_size), 2);
+}
+
+Tensor max_unpool3d_kernel(const Tensor& self, const Tensor& indices, c10::SymIntArrayRef output_size,
+                           at::IntArrayRef stride, at::IntArrayRef padding) {
+  if (!structured::engine_handles(self, indices)) {
+    return structured::fallback<at::_ops::max_unpool3d>(self, indices, output_size, stride, padding);
+  }
+  openreg::count_op(structured::counted_name<at::_ops::max_unpool3d>(), true);
+  TORCH_CHECK(stride.size() == 3 && stride[0] > 0 && stride[1] > 0 && stride[2] > 0,
+              "strides should be greater than zero, but got stride: ", stride);
+  TORCH_CHECK(padding.size() == 3, "There should be exactly three elements (depth, height, width) in padding, but got: ",
+              padding.size(), " elements.");
+  return max_unpool(self, indices, C10_AS_INTARRAYREF_SLOW(output_size), 3);
+}
+
 } // namespace
 } // namespace openreg::nn
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace openreg::nn;
   namespace ops = at::_ops;
+  m.impl("max_unpool2d", TORCH_FN(max_unpool2d_kernel));
+  m.impl("max_unpool3d", TORCH_FN(max_unpool3d_kernel));
   m.impl("avg_pool2d", TORCH_FN(avg_pool2d_kernel));
   m.impl("avg_pool2d_backward", TORCH_FN(avg_pool2d_backward_kernel));
   m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptive_avg_pool2d_kernel));

@@ -1,5 +1,5 @@
 // Random numbers drawn on the device: uniform_, normal_ (and normal with
-// tensor means or deviations), exponential_,
+// tensor means or deviations), exponential_, cauchy_, log_normal_, geometric_,
 // bernoulli_ (a probability or a tensor of them), bernoulli, random_ (over
 // [from, to), or the dtype's own range), randperm and multinomial. rand,
 // randn, randint, dropout's mask and nn.init's fills are built on these, so
@@ -11,12 +11,14 @@
 // around it, and get_rng_state/set_rng_state replay them. The numbers are
 // not the CPU generator's (no backend's are).
 
+#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <c10/util/MathConstants.h>
 #include <torch/library.h>
 
 #include "OpenRegEngine.h"
@@ -177,6 +179,50 @@ Tensor& exponential_kernel(Tensor& self, double lambda, std::optional<at::Genera
   return self;
 }
 
+// median + sigma tan(pi (u - 1/2)), u uniform in [0, 1), as CPU transforms it.
+Tensor& cauchy_kernel(Tensor& self, double median, double sigma, std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::cauchy_>(self, median, sigma, generator);
+  }
+  engine::check_dtype(at::isFloatingType(self.scalar_type()), "cauchy_cpu", self.scalar_type());
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  count<at::_ops::cauchy_>();
+  fill(engine::OR_RANDOM_UNIFORM, self, Tensor(), {0.0, 1.0}, generator);
+  self.sub_(0.5).mul_(c10::pi<double>).tan_().mul_(sigma).add_(median);
+  return self;
+}
+
+// exp of a normal draw with the given mean and deviation.
+Tensor& log_normal_kernel(Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::log_normal_>(self, mean, std, generator);
+  }
+  engine::check_dtype(at::isFloatingType(self.scalar_type()), "log_normal_cpu", self.scalar_type());
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  count<at::_ops::log_normal_>();
+  fill(engine::OR_RANDOM_NORMAL, self, Tensor(), {mean, std}, generator);
+  self.exp_();
+  return self;
+}
+
+// The number of Bernoulli(p) trials to the first success: ceil(ln u / ln(1 - p))
+// with u uniform in (0, 1] (floating draws in float64 for integer tensors).
+Tensor& geometric_kernel(Tensor& self, double p, std::optional<at::Generator> generator) {
+  if (!structured::engine_handles(self)) {
+    return structured::fallback<at::_ops::geometric_>(self, p, generator);
+  }
+  engine::check_dtype(self.scalar_type() != at::kBool, "geometric_cpu", self.scalar_type());
+  TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  count<at::_ops::geometric_>();
+  Tensor u = at::isFloatingType(self.scalar_type()) ? self : at::empty_like(self, self.options().dtype(at::kDouble));
+  fill(engine::OR_RANDOM_UNIFORM, u, Tensor(), {0.0, 1.0}, generator);
+  u.neg_().add_(1).log_().div_(std::log1p(-p)).ceil_();
+  if (!u.is_same(self)) {
+    self.copy_(u);
+  }
+  return self;
+}
+
 // normal(mean, std) with a tensor mean or std (or both): standard normal draws
 // scaled and shifted on the device, broadcast as CPU broadcasts them; a
 // negative std is refused as on CPU (which reads the minimum back too).
@@ -307,6 +353,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.to", TORCH_FN(random_to_kernel));
   m.impl("random_", TORCH_FN(random_kernel));
   m.impl("exponential_", TORCH_FN(exponential_kernel));
+  m.impl("cauchy_", TORCH_FN(cauchy_kernel));
+  m.impl("log_normal_", TORCH_FN(log_normal_kernel));
+  m.impl("geometric_", TORCH_FN(geometric_kernel));
   m.impl("randperm.generator_out", TORCH_FN(randperm_kernel));
   m.impl("multinomial", TORCH_FN(multinomial_kernel));
   m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));

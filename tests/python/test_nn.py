@@ -479,3 +479,22 @@ def test_max_pool_backward_with_an_index_outside_the_plane_stops_the_kernel():
         torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices).cpu()
     assert torch.equal(F.max_pool2d(torch.arange(16.0, device=DEV).view(1, 1, 4, 4), 2).cpu().view(-1),
                        torch.tensor([5.0, 7.0, 13.0, 15.0]))
+
+
+def test_unfold_and_fold_match_cpu_and_are_each_others_gradient():
+    g = torch.Generator().manual_seed(41)
+    x = torch.randn(2, 3, 7, 9, generator=g, dtype=torch.float64)
+    with torch.openreg.fallback_policy("error"):
+        for kw in ({"kernel_size": 3}, {"kernel_size": (2, 3), "dilation": (2, 1), "padding": (1, 2), "stride": (2, 3)}):
+            expected = torch.nn.functional.unfold(x, **kw)
+            xd = x.to("openreg").requires_grad_()
+            cols = torch.nn.functional.unfold(xd, **kw)
+            torch.testing.assert_close(cols.cpu(), expected)
+            folded = torch.nn.functional.fold(cols.detach(), (7, 9), **kw)
+            torch.testing.assert_close(folded.cpu(), torch.nn.functional.fold(expected, (7, 9), **kw))
+            (grad,) = torch.autograd.grad((cols * cols.detach()).sum(), xd)  # col2im of the columns, on the device
+            torch.testing.assert_close(grad.cpu(), torch.nn.functional.fold(expected, (7, 9), **kw))
+        with pytest.raises(RuntimeError, match="sliding blocks"):
+            torch.nn.functional.unfold(x.to("openreg"), kernel_size=10)
+        with pytest.raises(RuntimeError, match="divisible"):
+            torch.nn.functional.fold(torch.ones(1, 5, 4, device="openreg"), (3, 3), kernel_size=2)

@@ -103,6 +103,10 @@ DEVICE = {
     # more special functions, reverse arithmetic, batched products
     "special.entr", "special.erfcx", "special.ndtri", "special.log_ndtr", "i0", "special.i0e", "special.i1",
     "special.i1e", "signal.windows.kaiser", "angle", "renorm", "rsub", "__rsub__", "addbmm",
+    # unfolding, unpooling, static nonzero
+    "nn.functional.unfold", "nn.functional.max_unpool1d", "nn.functional.max_unpool2d", "nn.functional.max_unpool3d",
+    "nn.functional.max_unpool1d.grad", "nn.functional.max_unpool2d.grad", "nn.functional.max_unpool3d.grad",
+    "nonzero_static",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 

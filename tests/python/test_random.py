@@ -300,3 +300,26 @@ def test_normal_with_tensor_means_and_deviations_runs_on_the_device():
     assert abs(c.std(0) - 0.5).max() < 0.02
     with pytest.raises(RuntimeError, match="std >= 0.0"):
         torch.normal(mean[:3], torch.tensor([1.0, -1.0, 1.0], device=DEV))
+
+
+def test_cauchy_log_normal_and_geometric_follow_their_distributions():
+    torch.openreg.manual_seed(12)
+    with torch.openreg.fallback_policy("error"):
+        c = torch.empty(200_000, dtype=torch.float64, device=DEV).cauchy_(1.5, 2.0).cpu()
+        ln = torch.empty(200_000, dtype=torch.float64, device=DEV).log_normal_(0.5, 0.25).cpu()
+        g = torch.empty(200_000, dtype=torch.int64, device=DEV).geometric_(0.25).cpu()
+        gf = torch.empty(1000, device=DEV).geometric_(0.9).cpu()
+    # the Cauchy median and quartiles are median -+ sigma; log-normal's log is normal; geometric's mean is 1/p
+    assert abs(c.median() - 1.5) < 0.03 and abs(c.quantile(0.75) - c.quantile(0.25) - 4.0) < 0.08
+    assert ln.min() > 0 and abs(ln.log().mean() - 0.5) < 0.005 and abs(ln.log().std() - 0.25) < 0.005
+    assert g.min() >= 1 and abs(g.double().mean() - 4.0) < 0.05 and g.dtype == torch.int64
+    assert gf.min() >= 1 and torch.equal(gf, gf.round())
+    torch.openreg.manual_seed(12)
+    assert torch.equal(torch.empty(200_000, dtype=torch.float64, device=DEV).cauchy_(1.5, 2.0).cpu(), c)
+    with pytest.raises(RuntimeError, match="sigma > 0.0"):
+        torch.empty(3, device=DEV).cauchy_(0.0, 0.0)
+    with pytest.raises(RuntimeError, match="std > 0.0"):
+        torch.empty(3, device=DEV).log_normal_(0.0, -1.0)
+    with pytest.raises(RuntimeError, match="p to be in"):
+        torch.empty(3, device=DEV).geometric_(1.5)
+    assert torch.empty(2, device=DEV).geometric_(0.5).device.type == "openreg"  # still usable
