@@ -498,3 +498,39 @@ def test_unfold_and_fold_match_cpu_and_are_each_others_gradient():
             torch.nn.functional.unfold(x.to("openreg"), kernel_size=10)
         with pytest.raises(RuntimeError, match="divisible"):
             torch.nn.functional.fold(torch.ones(1, 5, 4, device="openreg"), (3, 3), kernel_size=2)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_and_its_gradients_match_cpu(mode):
+    g = torch.Generator().manual_seed(42)
+    weight = torch.randn(10, 4, generator=g, dtype=torch.float64)
+    weight[3] = weight[5]  # equal rows: max picks the first occurrence
+    indices = torch.tensor([3, 5, 1, 1, 9, 0, 2, 7, 3])
+    for offsets, last in ((torch.tensor([0, 2, 2, 6]), False), (torch.tensor([0, 4, 4, 9]), True)):  # an empty bag
+        for padding_idx in (None, 1):
+            for scale in (False, True) if mode != "max" else (False,):  # (max refuses scale_grad_by_freq)
+                psw = torch.rand(9, generator=g, dtype=torch.float64) if mode == "sum" else None
+                results = []
+                for device in ("cpu", "openreg"):
+                    w = weight.to(device).requires_grad_()
+                    p = psw.to(device).requires_grad_() if psw is not None else None
+                    with torch.openreg.fallback_policy("error" if device == "openreg" else "allow"):
+                        out = torch.nn.functional.embedding_bag(
+                            indices.to(device), w, offsets.to(device), mode=mode, per_sample_weights=p,
+                            include_last_offset=last, padding_idx=padding_idx, scale_grad_by_freq=scale)
+                        seed = torch.arange(out.numel(), dtype=out.dtype, device=device).view_as(out)
+                        grads = torch.autograd.grad((out * seed).sum(), [w] + ([p] if p is not None else []))
+                    results.append([out.detach().cpu()] + [t.cpu() for t in grads])
+                for actual, expected in zip(results[1], results[0]):
+                    torch.testing.assert_close(actual, expected)
+
+
+def test_embedding_bag_refuses_bad_offsets_like_cpu():
+    w = torch.randn(5, 3, device="openreg")
+    with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
+        torch.nn.functional.embedding_bag(torch.tensor([0, 1], device="openreg"), w, torch.tensor([1], device="openreg"))
+    with pytest.raises(RuntimeError, match="per_sample_weights"):
+        torch.nn.functional.embedding_bag(torch.tensor([[0, 1]], device="openreg"), w, mode="mean",
+                                          per_sample_weights=torch.ones(1, 2, device="openreg"))
+    out = torch.nn.functional.embedding_bag(torch.tensor([[0, 1]], device="openreg"), w)  # still usable
+    assert out.shape == (1, 3)

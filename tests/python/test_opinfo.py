@@ -106,7 +106,8 @@ DEVICE = {
     # unfolding, unpooling, static nonzero
     "nn.functional.unfold", "nn.functional.max_unpool1d", "nn.functional.max_unpool2d", "nn.functional.max_unpool3d",
     "nn.functional.max_unpool1d.grad", "nn.functional.max_unpool2d.grad", "nn.functional.max_unpool3d.grad",
-    "nonzero_static",
+    "nonzero_static", "nn.functional.embedding_bag", "nn.functional.cosine_embedding_loss",
+    "nn.functional.hinge_embedding_loss",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 
