@@ -981,18 +981,143 @@ Tensor col2im_kernel(const Tensor& self, c10::SymIntArrayRef output_size_sym, at
   return self.dim() == 2 ? image.squeeze(0) : image;
 }
 
+// ---- 3-d convolution: a sum over the kernel's depth of 2-d convolutions ----
+
+// A plain 3-d convolution's geometry (as Conv2d's, transposed ones described
+// by the plain one they are the input gradient of): the 2-d problem of one
+// kernel depth slice, whose batch is N * od (every output depth's input
+// plane), and the depth's own sizes.
+struct Conv3d {
+  Conv2d plane;
+  int64_t N, D, kd, od, sd, pd, dd;
+};
+
+std::optional<Conv3d> conv3d_geometry(const Tensor& input, const Tensor& weight, at::IntArrayRef stride,
+                                      at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                      at::IntArrayRef output_padding, int64_t groups) {
+  if (input.dim() != 5 || weight.dim() != 5 || input.size(2) < 1 || groups < 1 || weight.size(0) % groups != 0 ||
+      input.size(1) != (transposed ? weight.size(0) : weight.size(1) * groups)) {
+    return std::nullopt;
+  }
+  const auto three = [](at::IntArrayRef v, int64_t fill) -> std::optional<std::array<int64_t, 3>> {
+    if (v.empty()) {
+      return std::array<int64_t, 3>{fill, fill, fill};
+    }
+    if (v.size() != 1 && v.size() != 3) {
+      return std::nullopt;
+    }
+    return v.size() == 1 ? std::array<int64_t, 3>{v[0], v[0], v[0]} : std::array<int64_t, 3>{v[0], v[1], v[2]};
+  };
+  const auto s = three(stride, 1), p = three(padding, 0), d = three(dilation, 1);
+  const auto op = transposed ? three(output_padding, 0) : std::optional<std::array<int64_t, 3>>({0, 0, 0});
+  if (!s || !p || !d || !op) {
+    return std::nullopt;
+  }
+  // the depth: of the plain convolution's input (D) and output (od)
+  const int64_t kd = weight.size(2);
+  int64_t D, od;
+  if (transposed) {
+    od = input.size(2);
+    D = (od - 1) * (*s)[0] - 2 * (*p)[0] + (*d)[0] * (kd - 1) + (*op)[0] + 1;
+  } else {
+    D = input.size(2);
+    const int64_t span = (*d)[0] * (kd - 1) + 1;
+    od = D + 2 * (*p)[0] < span ? -1 : (D + 2 * (*p)[0] - span) / (*s)[0] + 1;
+  }
+  if ((*s)[0] < 1 || (*d)[0] < 1 || (*p)[0] < 0 || (*op)[0] < 0 || ((*op)[0] >= (*s)[0] && (*op)[0] >= (*d)[0]) ||
+      D < 1 || od < 1) {
+    return std::nullopt;
+  }
+  // the 2-d problem: one depth plane of input and weight
+  const Tensor plane_input = input.select(2, 0);
+  const Tensor plane_weight = weight.select(2, 0);
+  const std::array<int64_t, 2> s2{(*s)[1], (*s)[2]}, p2{(*p)[1], (*p)[2]}, d2{(*d)[1], (*d)[2]};
+  const std::array<int64_t, 2> op2{(*op)[1], (*op)[2]};
+  auto plane = conv2d_geometry(plane_input, plane_weight, s2, p2, d2, transposed, op2, groups);
+  if (!plane) {
+    return std::nullopt;
+  }
+  const int64_t N = input.size(0);
+  plane->N = N * od;
+  return Conv3d{*plane, N, D, kd, od, (*s)[0], (*p)[0], (*d)[0]};
+}
+
+// The depth-padded x (N, C, D, H, W) seen at kernel depth k: (N, od, C, H, W),
+// one input plane per output depth.
+Tensor depth_windows(const Conv3d& c, const Tensor& padded, int64_t k) {
+  const auto st = padded.strides();
+  return padded.as_strided({c.N, c.od, padded.size(1), padded.size(3), padded.size(4)},
+                           {st[0], c.sd * st[2], st[1], st[3], st[4]},
+                           padded.storage_offset() + k * c.dd * st[2]);
+}
+
+Tensor pad_depth(const Conv3d& c, const Tensor& x) {
+  return c.pd == 0 ? x : at::constant_pad_nd(x, {0, 0, 0, 0, c.pd, c.pd}, 0);
+}
+
+// The plain 3-d convolution: for each kernel depth, the 2-d convolution of
+// every output depth's input plane with that depth's weight, summed.
+Tensor conv3d_forward(const Conv3d& c, const Tensor& x, const Tensor& weight) {
+  const Tensor padded = pad_depth(c, x);
+  Tensor out;
+  for (int64_t k = 0; k < c.kd; ++k) {
+    const Tensor planes = depth_windows(c, padded, k).reshape({c.N * c.od, x.size(1), x.size(3), x.size(4)});
+    const Tensor part = conv_forward(c.plane, planes, weight.select(2, k));
+    out = out.defined() ? out.add_(part) : part;
+  }
+  return out.view({c.N, c.od, c.plane.O, c.plane.oh, c.plane.ow}).permute({0, 2, 1, 3, 4}).contiguous();
+}
+
+// grad (N, O, od, oh, ow) as the 2-d problem's output gradient (N * od, O, oh, ow).
+Tensor depth_major(const Conv3d& c, const Tensor& grad) {
+  return grad.permute({0, 2, 1, 3, 4}).reshape({c.N * c.od, c.plane.O, c.plane.oh, c.plane.ow});
+}
+
+Tensor conv3d_weight_grad(const Conv3d& c, const Tensor& x, const Tensor& grad) {
+  const Tensor padded = pad_depth(c, x);
+  const Tensor g = depth_major(c, grad);
+  std::vector<Tensor> slices;
+  for (int64_t k = 0; k < c.kd; ++k) {
+    const Tensor planes = depth_windows(c, padded, k).reshape({c.N * c.od, x.size(1), x.size(3), x.size(4)});
+    slices.push_back(conv_weight_grad(c.plane, planes, g));
+  }
+  return at::stack(slices, 2);
+}
+
+// Each kernel depth's 2-d input gradient added back at its input depths.
+Tensor conv3d_input_grad(const Conv3d& c, const Tensor& weight, const Tensor& grad) {
+  const Tensor g = depth_major(c, grad);
+  const int64_t C = c.plane.C, H = c.plane.H, W = c.plane.W;
+  Tensor padded = at::zeros({c.N, C, c.D + 2 * c.pd, H, W}, grad.options());
+  for (int64_t k = 0; k < c.kd; ++k) {
+    depth_windows(c, padded, k).add_(conv_input_grad(c.plane, weight.select(2, k), g).view({c.N, c.od, C, H, W}));
+  }
+  return padded.narrow(2, c.pd, c.D).contiguous();
+}
+
 // Plain: conv_forward, plus bias. Transposed: the plain convolution's input
 // gradient of the input, plus bias.
 Tensor convolution_kernel(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                           c10::SymIntArrayRef stride_sym, c10::SymIntArrayRef padding_sym,
                           c10::SymIntArrayRef dilation_sym, bool transposed, c10::SymIntArrayRef output_padding_sym,
                           c10::SymInt groups_sym) {
-  const auto geometry =
-      conv2d_geometry(input, weight, C10_AS_INTARRAYREF_SLOW(stride_sym), C10_AS_INTARRAYREF_SLOW(padding_sym),
-                      C10_AS_INTARRAYREF_SLOW(dilation_sym), transposed,
-                      C10_AS_INTARRAYREF_SLOW(output_padding_sym), groups_sym.expect_int());
-  if (!geometry || !structured::engine_handles(input, weight, bias) || input.scalar_type() == at::kBool ||
-      input.scalar_type() != weight.scalar_type()) {
+  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_sym), padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
+  const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_sym);
+  const auto output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_sym);
+  const int64_t groups = groups_sym.expect_int();
+  const bool handled = structured::engine_handles(input, weight, bias) && input.scalar_type() != at::kBool &&
+                       input.scalar_type() == weight.scalar_type();
+  if (const auto c3 = handled ? conv3d_geometry(input, weight, stride, padding, dilation, transposed, output_padding,
+                                                groups)
+                              : std::nullopt) {
+    Tensor result = transposed ? conv3d_input_grad(*c3, weight, input) : conv3d_forward(*c3, input, weight);
+    if (defined(bias)) {
+      result.add_(bias->reshape({1, result.size(1), 1, 1, 1}));
+    }
+    return result;
+  }
+  const auto geometry = conv2d_geometry(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  if (!geometry || !handled) {
     return structured::fallback<at::_ops::convolution>(input, weight, bias, stride_sym, padding_sym, dilation_sym,
                                                        transposed, output_padding_sym, groups_sym);
   }
@@ -1013,11 +1138,29 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_kernel(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, at::OptionalSymIntArrayRef bias_sizes,
     c10::SymIntArrayRef stride_sym, c10::SymIntArrayRef padding_sym, c10::SymIntArrayRef dilation_sym,
     bool transposed, c10::SymIntArrayRef output_padding_sym, c10::SymInt groups_sym, std::array<bool, 3> output_mask) {
-  const auto geometry =
-      conv2d_geometry(input, weight, C10_AS_INTARRAYREF_SLOW(stride_sym), C10_AS_INTARRAYREF_SLOW(padding_sym),
-                      C10_AS_INTARRAYREF_SLOW(dilation_sym), transposed,
-                      C10_AS_INTARRAYREF_SLOW(output_padding_sym), groups_sym.expect_int());
-  if (!geometry || !structured::engine_handles(grad_output, input, weight) || input.scalar_type() == at::kBool) {
+  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_sym), padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
+  const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_sym);
+  const auto output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_sym);
+  const int64_t groups = groups_sym.expect_int();
+  const bool handled = structured::engine_handles(grad_output, input, weight) && input.scalar_type() != at::kBool;
+  if (const auto c3 = handled ? conv3d_geometry(input, weight, stride, padding, dilation, transposed, output_padding,
+                                                groups)
+                              : std::nullopt) {
+    Tensor grad_input, grad_weight, grad_bias;
+    if (output_mask[2]) {
+      grad_bias = grad_output.sum({0, 2, 3, 4});
+    }
+    if (output_mask[1]) {
+      grad_weight = transposed ? conv3d_weight_grad(*c3, grad_output, input)
+                               : conv3d_weight_grad(*c3, input, grad_output);
+    }
+    if (output_mask[0]) {
+      grad_input = transposed ? conv3d_forward(*c3, grad_output, weight) : conv3d_input_grad(*c3, weight, grad_output);
+    }
+    return {grad_input, grad_weight, grad_bias};
+  }
+  const auto geometry = conv2d_geometry(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  if (!geometry || !handled) {
     return structured::fallback<at::_ops::convolution_backward>(grad_output, input, weight, bias_sizes, stride_sym,
                                                                 padding_sym, dilation_sym, transposed,
                                                                 output_padding_sym, groups_sym, output_mask);

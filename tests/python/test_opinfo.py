@@ -107,7 +107,9 @@ DEVICE = {
     "nn.functional.unfold", "nn.functional.max_unpool1d", "nn.functional.max_unpool2d", "nn.functional.max_unpool3d",
     "nn.functional.max_unpool1d.grad", "nn.functional.max_unpool2d.grad", "nn.functional.max_unpool3d.grad",
     "nonzero_static", "nn.functional.embedding_bag", "nn.functional.cosine_embedding_loss",
-    "nn.functional.hinge_embedding_loss",
+    "nn.functional.hinge_embedding_loss", "nn.functional.conv3d", "nn.functional.conv_transpose3d",
+    "nn.functional.max_pool3d", "nn.functional.avg_pool3d", "nn.functional.adaptive_avg_pool3d",
+    "nn.functional.adaptive_max_pool3d", "nn.functional.local_response_norm",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 
