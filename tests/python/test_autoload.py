@@ -1,6 +1,7 @@
 """Plain ``import torch`` loads the backend through the ``torch.backends`` entry point;
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 switches that off. Each case runs in a fresh interpreter."""
 
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -35,16 +36,23 @@ def test_autoload_can_be_switched_off(tmp_path):
 
 
 def test_imports_work_in_any_order(tmp_path):
-    for autoload in ("1", "0"):
-        for imports in ("import torch_openreg\nimport torch", "import torch\nimport torch_openreg",
-                        "import torch_openreg.coverage\nimport torch", "import torch_openreg.kernels\nimport torch",
-                        "import torch._dynamo\nimport torch_openreg"):
-            env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
-            code = imports + "\nprint((torch.ones(2, device='openreg') + 1).cpu().tolist())"
-            result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                                    text=True, timeout=300)
-            assert result.returncode == 0, (autoload, imports, result.stderr)
-            assert result.stdout.strip() == "[2.0, 2.0]"
+    # ten fresh interpreters, two at a time (each spends seconds importing torch)
+    cases = [(autoload, imports) for autoload in ("1", "0")
+             for imports in ("import torch_openreg\nimport torch", "import torch\nimport torch_openreg",
+                             "import torch_openreg.coverage\nimport torch",
+                             "import torch_openreg.kernels\nimport torch", "import torch._dynamo\nimport torch_openreg")]
+
+    def run(case):
+        autoload, imports = case
+        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
+        code = imports + "\nprint((torch.ones(2, device='openreg') + 1).cpu().tolist())"
+        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for case, result in zip(cases, pool.map(run, cases)):
+            assert result.returncode == 0, (case, result.stderr)
+            assert result.stdout.strip() == "[2.0, 2.0]", case
 
 
 def test_the_coverage_tool_runs_as_a_module(tmp_path):
