@@ -59,7 +59,8 @@ SMALL = [
     ("x.sin()", lambda d: (torch.ones(1, device=d),), torch.sin),
     ("x.sinh()", lambda d: (torch.ones(1, device=d),), torch.sinh),
     ("x.erfinv()", lambda d: (torch.full((1,), 0.5, device=d),), torch.erfinv),
-    ("torch.special.i0e(x) (CPU fallback)", lambda d: (torch.full((1,), 0.5, device=d),), torch.special.i0e),
+    ("torch.special.zeta(x, q) (CPU fallback)",
+     lambda d: (torch.full((1,), 2.0, device=d), torch.full((1,), 1.0, device=d)), torch.special.zeta),
 ]
 
 # ---- blocking round trips: each one waits for the device ----
