@@ -497,6 +497,43 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
   return {grad_input, grad_weight, grad_bias};
 }
 
+// The entry points torch.export and functionalization use, over the same
+// kernels: `_native_batch_norm_legit` (with or without running statistics),
+// `_batch_norm_with_update` (training; its `reserve` is empty, as CPU's) and
+// its backward.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_legit_kernel(const Tensor& input, const std::optional<Tensor>& weight,
+                                                           const std::optional<Tensor>& bias, Tensor& running_mean,
+                                                           Tensor& running_var, bool training, double momentum,
+                                                           double eps) {
+  return batch_norm_kernel(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_legit_no_stats_kernel(const Tensor& input,
+                                                                    const std::optional<Tensor>& weight,
+                                                                    const std::optional<Tensor>& bias, bool training,
+                                                                    double momentum, double eps) {
+  return batch_norm_kernel(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_with_update_kernel(const Tensor& input,
+                                                                         const std::optional<Tensor>& weight,
+                                                                         const std::optional<Tensor>& bias,
+                                                                         Tensor& running_mean, Tensor& running_var,
+                                                                         double momentum, double eps) {
+  auto [out, save_mean, save_invstd] =
+      batch_norm_kernel(input, weight, bias, running_mean, running_var, /*training=*/true, momentum, eps);
+  return {out, save_mean, save_invstd, at::empty({0}, input.options().dtype(at::kByte))};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_update_backward_kernel(
+    const Tensor& grad_out, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& running_mean,
+    const std::optional<Tensor>& running_var, const std::optional<Tensor>& save_mean,
+    const std::optional<Tensor>& save_invstd, bool update, double eps, std::array<bool, 3> output_mask,
+    const Tensor& /*reserve*/) {
+  return batch_norm_backward_kernel(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, update,
+                                    eps, output_mask);
+}
+
 // Group normalization's backward over (N, G, D * HxW) groups, D = C / G:
 // grad_input = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per group,
 // gw = grad * weight[c]; the weight's gradient sums grad * xhat per channel,
@@ -1271,6 +1308,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward_kernel));
   m.impl("native_batch_norm", TORCH_FN(batch_norm_kernel));
   m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward_kernel));
+  m.impl("_native_batch_norm_legit", TORCH_FN(batch_norm_legit_kernel));
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batch_norm_legit_no_stats_kernel));
+  m.impl("_batch_norm_with_update", TORCH_FN(batch_norm_with_update_kernel));
+  m.impl("batch_norm_backward", TORCH_FN(batch_norm_update_backward_kernel));
   m.impl("native_group_norm_backward", TORCH_FN(group_norm_backward_kernel));
   m.impl("binary_cross_entropy", TORCH_FN(binary_cross_entropy_kernel));
   m.impl("binary_cross_entropy_backward", TORCH_FN(binary_cross_entropy_backward_kernel));

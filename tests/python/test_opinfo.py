@@ -110,6 +110,7 @@ DEVICE = {
     "nn.functional.hinge_embedding_loss", "nn.functional.conv3d", "nn.functional.conv_transpose3d",
     "nn.functional.max_pool3d", "nn.functional.avg_pool3d", "nn.functional.adaptive_avg_pool3d",
     "nn.functional.adaptive_max_pool3d", "nn.functional.local_response_norm",
+    "_native_batch_norm_legit", "_batch_norm_with_update",
 }
 DEVICE_OPS = [op for op in op_db if op.full_name in DEVICE]
 
