@@ -126,6 +126,17 @@ Tensor unbatched(const Pool3d& p, const Tensor& t) {
 
 // ---- max pooling ----
 
+// A max pooling's input gradient: each output gradient added to the input
+// position its index names (flat within its depth-height-width volume), in
+// output order (CPU's loop order).
+Tensor scatter_to_indices(const Tensor& grad_output, const Tensor& self, const Tensor& indices) {
+  const int64_t volume = self.size(-3) * self.size(-2) * self.size(-1);
+  const int64_t planes = self.numel() / volume;
+  Tensor grad = at::zeros({planes, volume}, grad_output.options());
+  grad.scatter_add_(1, indices.reshape({planes, -1}), grad_output.reshape({planes, -1}));
+  return grad.view(self.sizes());
+}
+
 std::tuple<Tensor, Tensor> max_pool3d_kernel(const Tensor& self, at::IntArrayRef kernel_size,
                                              at::IntArrayRef stride, at::IntArrayRef padding,
                                              at::IntArrayRef dilation, bool ceil_mode) {
@@ -165,8 +176,6 @@ std::tuple<Tensor, Tensor> max_pool3d_kernel(const Tensor& self, at::IntArrayRef
   return {unbatched(p, values.contiguous()), unbatched(p, indices.contiguous())};
 }
 
-// Each output gradient added to the input position its index names, in
-// output order (CPU's loop order).
 Tensor max_pool3d_backward_kernel(const Tensor& grad_output, const Tensor& self, at::IntArrayRef kernel_size,
                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                   bool ceil_mode, const Tensor& indices) {
@@ -178,10 +187,8 @@ Tensor max_pool3d_backward_kernel(const Tensor& grad_output, const Tensor& self,
   if (self.numel() == 0) {
     return at::zeros_like(self);
   }
-  const Pool3d p = pool3d_geometry(self, kernel_size, stride, padding, dilation, ceil_mode, "max_pool3d_backward");
-  Tensor grad = at::zeros({p.N * p.C, p.in[0] * p.in[1] * p.in[2]}, grad_output.options());
-  grad.scatter_add_(1, indices.reshape({p.N * p.C, -1}), grad_output.reshape({p.N * p.C, -1}));
-  return grad.view(self.sizes());
+  pool3d_geometry(self, kernel_size, stride, padding, dilation, ceil_mode, "max_pool3d_backward"); // its checks
+  return scatter_to_indices(grad_output, self, indices);
 }
 
 // ---- average pooling ----
@@ -379,10 +386,7 @@ Tensor adaptive_max_pool3d_backward_kernel(const Tensor& grad_output, const Tens
   if (self.numel() == 0) {
     return at::zeros_like(self);
   }
-  const int64_t planes = self.numel() / (self.size(-3) * self.size(-2) * self.size(-1));
-  Tensor grad = at::zeros({planes, self.size(-3) * self.size(-2) * self.size(-1)}, grad_output.options());
-  grad.scatter_add_(1, indices.reshape({planes, -1}), grad_output.reshape({planes, -1}));
-  return grad.view(self.sizes());
+  return scatter_to_indices(grad_output, self, indices);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
