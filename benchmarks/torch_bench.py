@@ -128,6 +128,11 @@ FUNCTIONS = [
     ("sum over dim 0, 1024x1024", _rows, lambda x: x.sum(0)),
     ("x[idx], 256K of 1M by a random int64 index", lambda d: (_million(d)[0], torch.randint(0, M, (M // 4,)).to(d)),
      lambda x, i: x[i]),
+    # in place, as optimizers and autograd's accumulation write (the output is an input)
+    ("p.add_(g, alpha=-0.01) in place", lambda d: (_million(d)[0], _million(d)[0]),
+     lambda p, g: p.add_(g, alpha=-0.01)),
+    ("v.mul_(0.9).addcmul_(g, g, value=0.1) in place", lambda d: (_million(d)[0].abs(), _million(d)[0]),
+     lambda v, g: v.mul_(0.9).addcmul_(g, g, value=0.1)),
 ]
 
 

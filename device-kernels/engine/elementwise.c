@@ -571,6 +571,20 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
  * (uint8_t) that is stored as the output's dtype. */
 #define RESULT_NATIVE(RT, C) (sizeof(RT) == 1 ? OR_BOOL : NATIVE_##C)
 
+/* io = EXPR over a row of n elements, a, b and c (of type T) read as given
+ * (io's elements when an input is the output). */
+#define OR_CONTIG_LOOP(T, RT, A, B, C, EXPR)                                                                           \
+  _Pragma("clang loop interleave_count(4)")                                                                           \
+  for (int64_t j = 0; j < n; j++) {                                                                                   \
+    const T a = A;                                                                                                    \
+    const T b = B;                                                                                                    \
+    const T c = C;                                                                                                    \
+    (void)a;                                                                                                          \
+    (void)b;                                                                                                          \
+    (void)c;                                                                                                          \
+    io[j] = (RT)(EXPR);                                                                                               \
+  }
+
 /*
  * Instantiates the three row loops of op NAME in compute type C (storage type
  * T): `contig` (every operand of the native dtype and contiguous), `strided`
@@ -590,26 +604,27 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
     (void)A1;                                                                                                         \
     (void)A2;                                                                                                         \
     (void)A0_F64;                                                                                                     \
-    RT *restrict out = (RT *)ptr[0];                                                                                  \
+    RT *io = (RT *)ptr[0];                                                                                            \
     const T *ia = (const T *)ptr[ARITY >= 1 ? 1 : 0];                                                                 \
     const T *ib = (const T *)ptr[ARITY >= 2 ? 2 : 0];                                                                 \
     const T *ic = (const T *)ptr[ARITY >= 3 ? 3 : 0];                                                                 \
     (void)ia;                                                                                                         \
     (void)ib;                                                                                                         \
     (void)ic;                                                                                                         \
-    /* Four vectors per iteration: wasmtime checks the watchdog's epoch at                                            \
-     * every loop header, and a vector live across that check (a splat                                                \
-     * argument) is spilled and reloaded each time round, a store-to-load                                             \
-     * chain of several cycles that one vector per iteration cannot hide. */                                          \
-    _Pragma("clang loop interleave_count(4)")                                                                         \
-    for (int64_t j = 0; j < n; j++) {                                                                                 \
-      const T a = ARITY >= 1 ? ia[j] : (T)0;                                                                          \
-      const T b = ARITY >= 2 ? ib[j] : (T)0;                                                                          \
-      const T c = ARITY >= 3 ? ic[j] : (T)0;                                                                          \
-      (void)a;                                                                                                        \
-      (void)b;                                                                                                        \
-      (void)c;                                                                                                        \
-      out[j] = (RT)(EXPR);                                                                                            \
+    /* In place (out is a, as in x.add_(y), or b): clang guards its vector loop                                       \
+     * with a runtime check that the output is at least a vector group away                                           \
+     * from each input, so an in-place op would take the scalar loop; the                                             \
+     * input that is the output is read through it instead. Four vectors per                                          \
+     * iteration: wasmtime checks the watchdog's epoch at every loop header,                                          \
+     * and a vector live across that check (a splat argument) is spilled and                                          \
+     * reloaded each time round, a store-to-load chain of several cycles that                                         \
+     * one vector per iteration cannot hide. */                                                                       \
+    if (sizeof(RT) == sizeof(T) && ARITY >= 1 && ptr[1] == ptr[0]) {                                                  \
+      OR_CONTIG_LOOP(T, RT, (T)io[j], ARITY >= 2 ? ib[j] : (T)0, ARITY >= 3 ? ic[j] : (T)0, EXPR)                     \
+    } else if (sizeof(RT) == sizeof(T) && ARITY >= 2 && ptr[2] == ptr[0]) {                                           \
+      OR_CONTIG_LOOP(T, RT, ia[j], (T)io[j], ARITY >= 3 ? ic[j] : (T)0, EXPR)                                         \
+    } else {                                                                                                          \
+      OR_CONTIG_LOOP(T, RT, ARITY >= 1 ? ia[j] : (T)0, ARITY >= 2 ? ib[j] : (T)0, ARITY >= 3 ? ic[j] : (T)0, EXPR)    \
     }                                                                                                                 \
   }                                                                                                                   \
   static void strided_##NAME##_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,             \

@@ -538,6 +538,42 @@ def test_in_place_forms_match_cpu():
     assert i.cpu().tolist() == [((k * 3 + 1) & 6) for k in range(10)]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=str)
+@pytest.mark.parametrize("n", [7, 16, 1000, 70001])
+def test_outputs_that_are_inputs_match_cpu(n, dtype):
+    """The output is the first input, the second, or both (the engine's in-place row loop reads the
+    input through the output), over lengths below, at and past its vector width and over a parallel
+    launch's threshold, with a broadcast operand and a Python scalar."""
+    a, b, c = (_values((n,), dtype, seed, nonzero=True) for seed in (40, 41, 42))
+    row = _values((1,), dtype, 43, nonzero=True)
+    cases = [
+        ("x.add_(y)", lambda x, y, z, r: x.add_(y)),
+        ("x.sub_(y, alpha=2)", lambda x, y, z, r: x.sub_(y, alpha=2)),
+        ("torch.mul(x, y, out=y)", lambda x, y, z, r: torch.mul(x, y, out=y)),
+        ("torch.sub(x, y, out=y)", lambda x, y, z, r: torch.sub(x, y, out=y)),
+        ("x.add_(x)", lambda x, y, z, r: x.add_(x)),
+        ("x.mul_(3)", lambda x, y, z, r: x.mul_(3)),
+        ("x.neg_()", lambda x, y, z, r: x.neg_()),
+        ("x.mul_(r) (broadcast)", lambda x, y, z, r: x.mul_(r)),
+        ("x.addcmul_(y, z)", lambda x, y, z, r: x.addcmul_(y, z)),
+        ("torch.addcmul(x, y, z, out=z)", lambda x, y, z, r: torch.addcmul(x, y, z, out=z)),
+    ]
+    if dtype.is_floating_point:
+        cases += [
+            ("x.div_(y)", lambda x, y, z, r: x.div_(y)),
+            ("x.lerp_(y, 0.25)", lambda x, y, z, r: x.lerp_(y, 0.25)),
+            ("x.addcdiv_(y, z, value=-0.5)", lambda x, y, z, r: x.addcdiv_(y, z, value=-0.5)),
+            ("x.tanh_()", lambda x, y, z, r: x.tanh_()),
+        ]
+    for name, fn in cases:
+        cpu = [t.clone() for t in (a, b, c, row)]
+        dev = [t.to("openreg") for t in (a, b, c, row)]
+        fn(*cpu)
+        fn(*dev)
+        for want, got in zip(cpu, dev):
+            torch.testing.assert_close(got.cpu(), want, msg=lambda m, name=name: f"{name}: {m}")
+
+
 def test_in_place_errors_match_cpu():
     i = torch.ones(3, dtype=torch.int64, device="openreg")
     with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
