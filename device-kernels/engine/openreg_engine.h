@@ -662,12 +662,24 @@ enum or_softmax_op {
  * out1: MAX: each output's index into its input plane (int64, written);
  *       MAX_BACKWARD: those indices (read; one outside the plane stops the
  *       kernel).
+ *
+ * The same windows serve convolution's im2col and col2im, whose column
+ * planes hold kernel[0] * kernel[1] * out_height * out_width elements
+ * (window position major, then output row, then output column):
+ * IM2COL:  in: the image planes; out0: the column planes (written: each
+ *          window element, or 0 where it falls in the padding); any dtype
+ *          of 2, 4 or 8 bytes (a copy).
+ * COL2IM:  in: the column planes; out0: the image planes (written whole:
+ *          zeroed, then each column element added to the image element it
+ *          was read from, window positions in order); float32 or float64.
  */
 #define OR_POOL_OPS(X) \
   X(MAX)               \
   X(AVG)               \
   X(MAX_BACKWARD)      \
-  X(AVG_BACKWARD)
+  X(AVG_BACKWARD)      \
+  X(IM2COL)            \
+  X(COL2IM)
 
 enum or_pool_op {
 #define OR_POOL_ENUM(name) OR_POOL_##name,
@@ -683,7 +695,7 @@ enum or_pool_op {
 
 typedef struct or_pool {
   uint32_t op;    /* enum or_pool_op */
-  uint32_t dtype; /* of in and out0: OR_F32, OR_F64 or OR_I64 */
+  uint32_t dtype; /* of in and out0: OR_F32, OR_F64 or OR_I64 (IM2COL: any) */
   uint32_t count_include_pad;
   uint32_t reserved;
   int64_t planes, height, width, out_height, out_width;

@@ -1,6 +1,7 @@
 /*
  * 2-d pooling (`pool` kernel, or_pool in openreg_engine.h): max and average
- * pooling and their backward ops, one launch each, over dense planes. Every
+ * pooling and their backward ops, one launch each, over dense planes, and
+ * convolution's im2col and col2im over the same windows. Every
  * output walks its window in CPU's order (rows, then columns), so maxima,
  * their indices and sums are CPU's bit for bit; workers take whole planes,
  * so nothing depends on how many there are. Compiled for wasm32 and wasm64
@@ -197,12 +198,92 @@ OR_DEFINE_POOL(F32, float, -__builtin_inff(), FLOAT_ISNAN, TAKE4_F32)
 OR_DEFINE_POOL(F64, double, -__builtin_inf(), FLOAT_ISNAN, TAKE4_NONE)
 OR_DEFINE_POOL(I64, int64_t, INT64_MIN, INT_ISNAN, TAKE4_NONE)
 
+/* ---- im2col and col2im (the IM2COL and COL2IM ops) ----
+ *
+ * A window position (i, j) reads input column x = ox * sw - pw + j * dw for
+ * output column ox: `inside` gives the ox range [lo, hi) whose x lies in
+ * [0, W). */
+ALWAYS_INLINE void inside(int64_t x0, int64_t sw, int64_t W, int64_t OW, int64_t *lo, int64_t *hi) {
+  int64_t a = x0 >= 0 ? 0 : (-x0 + sw - 1) / sw;
+  int64_t b = W - x0 <= 0 ? 0 : (W - x0 + sw - 1) / sw;
+  a = a < OW ? a : OW;
+  b = b < OW ? b : OW;
+  *lo = a;
+  *hi = b > a ? b : a;
+}
+
+/* The padding's zeros are a few elements per row: as memory.fill (a call
+ * into the runtime) they would cost more than the row. */
+#define NO_FILL __attribute__((no_builtin("memset")))
+
+/* cols[i][j][oy][ox] (kh x kw x OH x OW) = image[y][x] at y = oy * sh - ph +
+ * i * dh, x = ox * sw - pw + j * dw, or 0 outside the image: a copy of
+ * elements of type U (any dtype of U's size). */
+#define OR_DEFINE_IM2COL(U)                                                                             \
+  NOINLINE NO_FILL static void im2col_plane_##U(window g, const U *restrict in, U *restrict out) {      \
+    for (int64_t i = 0; i < g.kh; i++) {                                                                \
+      for (int64_t j = 0; j < g.kw; j++) {                                                              \
+        const int64_t x0 = j * g.dw - g.pw;                                                             \
+        int64_t lo, hi;                                                                                 \
+        inside(x0, g.sw, g.W, g.OW, &lo, &hi);                                                          \
+        for (int64_t oy = 0; oy < g.OH; oy++, out += g.OW) {                                            \
+          const int64_t y = oy * g.sh - g.ph + i * g.dh;                                                \
+          if (y < 0 || y >= g.H) {                                                                      \
+            for (int64_t ox = 0; ox < g.OW; ox++) out[ox] = 0;                                          \
+            continue;                                                                                   \
+          }                                                                                             \
+          const int64_t base = y * g.W + x0; /* + ox * sw: inside the plane for ox in [lo, hi) */       \
+          for (int64_t ox = 0; ox < lo; ox++) out[ox] = 0;                                              \
+          if (g.sw == 1) {                                                                              \
+            copy_bytes(out + lo, in + base + lo, (usize)(hi - lo) * sizeof(U));                         \
+          } else {                                                                                      \
+            for (int64_t ox = lo; ox < hi; ox++) out[ox] = in[base + ox * g.sw];                        \
+          }                                                                                             \
+          for (int64_t ox = hi; ox < g.OW; ox++) out[ox] = 0;                                           \
+        }                                                                                               \
+      }                                                                                                 \
+    }                                                                                                   \
+  }
+OR_DEFINE_IM2COL(uint16_t)
+OR_DEFINE_IM2COL(uint32_t)
+OR_DEFINE_IM2COL(uint64_t)
+
+/* image[y][x] (zeroed by the caller) += cols[i][j][oy][ox] for every window
+ * position (i, j) in order and output (oy, ox) that reads (y, x): each
+ * element sums its terms in window order, as one strided add per window
+ * position would. */
+#define OR_DEFINE_COL2IM(S, T)                                                                          \
+  NOINLINE NO_FILL static void col2im_plane_##S(window g, const T *restrict in, T *restrict out) {      \
+    for (int64_t i = 0; i < g.kh; i++) {                                                                \
+      for (int64_t j = 0; j < g.kw; j++) {                                                              \
+        const int64_t x0 = j * g.dw - g.pw;                                                             \
+        int64_t lo, hi;                                                                                 \
+        inside(x0, g.sw, g.W, g.OW, &lo, &hi);                                                          \
+        for (int64_t oy = 0; oy < g.OH; oy++, in += g.OW) {                                             \
+          const int64_t y = oy * g.sh - g.ph + i * g.dh;                                                \
+          if (y < 0 || y >= g.H) continue;                                                              \
+          const int64_t base = y * g.W + x0;                                                            \
+          if (g.sw == 1) {                                                                              \
+            for (int64_t ox = lo; ox < hi; ox++) out[base + ox] += in[ox];                              \
+          } else {                                                                                      \
+            for (int64_t ox = lo; ox < hi; ox++) out[base + ox * g.sw] += in[ox];                       \
+          }                                                                                             \
+        }                                                                                               \
+      }                                                                                                 \
+    }                                                                                                   \
+  }
+OR_DEFINE_COL2IM(F32, float)
+OR_DEFINE_COL2IM(F64, double)
+
 EXPORT(pool) void pool(const or_pool *params, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   const or_pool part = *params;
   const or_pool *p = &part;
-  if (p->op >= OR_POOL_COUNT || (p->dtype != OR_F32 && p->dtype != OR_F64 && p->dtype != OR_I64) ||
-      p->planes < 0 || p->height <= 0 || p->width <= 0 || p->out_height < 0 || p->out_width < 0) {
+  const int windows = p->op == OR_POOL_IM2COL || p->op == OR_POOL_COL2IM;
+  const int any_dtype = p->op == OR_POOL_IM2COL && dtype_size(p->dtype) != 1;
+  if (p->op >= OR_POOL_COUNT || (p->dtype != OR_F32 && p->dtype != OR_F64 && p->dtype != OR_I64 && !any_dtype) ||
+      (p->op == OR_POOL_COL2IM && p->dtype == OR_I64) || p->planes < 0 || p->height <= 0 || p->width <= 0 ||
+      p->out_height < 0 || p->out_width < 0) {
     TRAP();
   }
   for (int d = 0; d < 2; d++) {
@@ -215,15 +296,28 @@ EXPORT(pool) void pool(const or_pool *params, int32_t worker, int32_t workers) {
       TRAP();
     }
   }
-  const int backward = p->op == OR_POOL_MAX_BACKWARD || p->op == OR_POOL_AVG_BACKWARD;
+  const int backward = p->op == OR_POOL_MAX_BACKWARD || p->op == OR_POOL_AVG_BACKWARD || p->op == OR_POOL_COL2IM;
   const int64_t esize = dtype_size(p->dtype);
-  const int64_t plane_in = p->height * p->width, plane_out = p->out_height * p->out_width;
+  /* plane_in: an image plane; plane_out: an output or column plane */
+  const int64_t plane_in = p->height * p->width;
+  const int64_t plane_out = p->out_height * p->out_width * (windows ? p->kernel[0] * p->kernel[1] : 1);
   int64_t lo, hi;
   split_range(p->planes, 1, worker, workers, &lo, &hi);
   for (int64_t q = lo; q < hi; q++) {
     /* in: the forward's input or the output's gradient; out: the other */
     const char *in = device_ptr(p->data[OR_POOL_IN]) + q * (backward ? plane_out : plane_in) * esize;
     char *out = device_ptr(p->data[OR_POOL_OUT0]) + q * (backward ? plane_in : plane_out) * esize;
+    if (p->op == OR_POOL_IM2COL) {
+      const window g = window_of(p);
+      if (esize == 2) {
+        im2col_plane_uint16_t(g, (const uint16_t *)in, (uint16_t *)out);
+      } else if (esize == 4) {
+        im2col_plane_uint32_t(g, (const uint32_t *)in, (uint32_t *)out);
+      } else {
+        im2col_plane_uint64_t(g, (const uint64_t *)in, (uint64_t *)out);
+      }
+      continue;
+    }
     int64_t *index = p->op == OR_POOL_MAX || p->op == OR_POOL_MAX_BACKWARD
                          ? (int64_t *)device_ptr(p->data[OR_POOL_OUT1]) + q * plane_out
                          : 0;
@@ -231,6 +325,14 @@ EXPORT(pool) void pool(const or_pool *params, int32_t worker, int32_t workers) {
       for (int64_t i = 0; i < plane_in * esize; i++) {
         out[i] = 0;
       }
+    }
+    if (p->op == OR_POOL_COL2IM) {
+      if (p->dtype == OR_F32) {
+        col2im_plane_F32(window_of(p), (const float *)in, (float *)out);
+      } else {
+        col2im_plane_F64(window_of(p), (const double *)in, (double *)out);
+      }
+      continue;
     }
     switch (p->dtype) {
     case OR_F32:

@@ -566,6 +566,64 @@ at::Tensor mul_add(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c
   return iter.output();
 }
 
+namespace {
+
+// A pool launch's block for `planes` image planes of H x W and outputs of
+// oh x ow per window position; operands are added by the caller.
+or_pool pool_block(or_pool_op op, at::ScalarType dtype, int64_t planes, int64_t H, int64_t W, int64_t oh, int64_t ow,
+                   const PoolWindow& window) {
+  or_pool block{};
+  block.op = op;
+  block.dtype = static_cast<uint32_t>(dtype);
+  block.count_include_pad = window.count_include_pad ? 1 : 0;
+  block.planes = planes;
+  block.height = H;
+  block.width = W;
+  block.out_height = oh;
+  block.out_width = ow;
+  for (int d = 0; d < 2; ++d) {
+    block.kernel[d] = window.kernel[d];
+    block.stride[d] = window.stride[d];
+    block.padding[d] = window.padding[d];
+    block.dilation[d] = window.dilation[d];
+  }
+  block.divisor = window.divisor;
+  return block;
+}
+
+// Sets operand `slot` of a pool block to `t` (on `device`) and records where
+// its address lies.
+void pool_operand(or_pool& block, std::array<uint32_t, OR_POOL_OPERANDS>& pointers, size_t& npointers,
+                  const c10::Device& device, int slot, const at::Tensor& t) {
+  TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two "
+              "devices, ", device, " and ", t.device(), "!");
+  block.data[slot] = reinterpret_cast<uint64_t>(t.data_ptr());
+  pointers[npointers++] = static_cast<uint32_t>(offsetof(or_pool, data) + sizeof(uint64_t) * slot);
+}
+
+} // namespace
+
+void launch_windows(or_pool_op op, const at::Tensor& image, const at::Tensor& cols, int64_t oh, int64_t ow,
+                    const PoolWindow& window) {
+  TORCH_INTERNAL_ASSERT((op == OR_POOL_IM2COL || op == OR_POOL_COL2IM) && image.dim() >= 2 && image.is_contiguous() &&
+                            cols.is_contiguous() && image.scalar_type() == cols.scalar_type(),
+                        "openreg: launch_windows operands");
+  const int64_t H = image.size(-2), W = image.size(-1);
+  if (image.numel() == 0) {
+    return;
+  }
+  const int64_t planes = image.numel() / (H * W);
+  TORCH_INTERNAL_ASSERT(cols.numel() == planes * window.kernel[0] * window.kernel[1] * oh * ow,
+                        "openreg: launch_windows columns");
+  const c10::Device device = image.device();
+  or_pool block = pool_block(op, image.scalar_type(), planes, H, W, oh, ow, window);
+  std::array<uint32_t, OR_POOL_OPERANDS> pointers{};
+  size_t npointers = 0;
+  pool_operand(block, pointers, npointers, device, OR_POOL_IN, op == OR_POOL_IM2COL ? image : cols);
+  pool_operand(block, pointers, npointers, device, OR_POOL_OUT0, op == OR_POOL_IM2COL ? cols : image);
+  launch<kPool>(device.index(), block, pointers.data(), npointers, planes > 1 ? cols.numel() : 0);
+}
+
 void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, const at::Tensor& out1,
                  const PoolWindow& window) {
   const bool backward = op == OR_POOL_MAX_BACKWARD || op == OR_POOL_AVG_BACKWARD;
@@ -578,38 +636,20 @@ void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, co
     return;
   }
   const c10::Device device = out0.device();
-  or_pool block{};
-  block.op = op;
-  block.dtype = static_cast<uint32_t>(in.scalar_type());
-  TORCH_INTERNAL_ASSERT(block.dtype == OR_F32 || block.dtype == OR_F64 || block.dtype == OR_I64,
-                        "openreg: launch_pool dtype ", in.scalar_type());
-  block.count_include_pad = window.count_include_pad ? 1 : 0;
-  block.height = input_like.size(-2);
-  block.width = input_like.size(-1);
-  block.out_height = output_like.size(-2);
-  block.out_width = output_like.size(-1);
-  block.planes = input_like.numel() / (block.height * block.width);
-  for (int d = 0; d < 2; ++d) {
-    block.kernel[d] = window.kernel[d];
-    block.stride[d] = window.stride[d];
-    block.padding[d] = window.padding[d];
-    block.dilation[d] = window.dilation[d];
-  }
-  block.divisor = window.divisor;
+  const at::ScalarType dtype = in.scalar_type();
+  TORCH_INTERNAL_ASSERT(dtype == at::kFloat || dtype == at::kDouble || dtype == at::kLong,
+                        "openreg: launch_pool dtype ", dtype);
+  const int64_t H = input_like.size(-2), W = input_like.size(-1);
+  or_pool block = pool_block(op, dtype, input_like.numel() / (H * W), H, W, output_like.size(-2),
+                             output_like.size(-1), window);
   std::array<uint32_t, OR_POOL_OPERANDS> pointers{};
   size_t npointers = 0;
-  const auto operand = [&](int slot, const at::Tensor& t) {
-    TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two "
-                "devices, ", device, " and ", t.device(), "!");
-    block.data[slot] = reinterpret_cast<uint64_t>(t.data_ptr());
-    pointers[npointers++] = static_cast<uint32_t>(offsetof(or_pool, data) + sizeof(uint64_t) * slot);
-  };
-  operand(OR_POOL_IN, in);
-  operand(OR_POOL_OUT0, out0);
+  pool_operand(block, pointers, npointers, device, OR_POOL_IN, in);
+  pool_operand(block, pointers, npointers, device, OR_POOL_OUT0, out0);
   if (op == OR_POOL_MAX || op == OR_POOL_MAX_BACKWARD) {
     TORCH_INTERNAL_ASSERT(out1.is_contiguous() && out1.scalar_type() == at::kLong && out1.numel() == output_like.numel(),
                           "openreg: launch_pool indices");
-    operand(OR_POOL_OUT1, out1);
+    pool_operand(block, pointers, npointers, device, OR_POOL_OUT1, out1);
   }
   const int64_t work = output_like.numel() * window.kernel[0] * window.kernel[1];
   launch<kPool>(device.index(), block, pointers.data(), npointers, block.planes > 1 ? work : 0);

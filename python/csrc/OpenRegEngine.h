@@ -81,6 +81,15 @@ struct PoolWindow {
 void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, const at::Tensor& out1,
                  const PoolWindow& window);
 
+// Convolution's window copies over dense (..., H, W) `image` planes and dense
+// `cols` (kernel[0] * kernel[1] * oh * ow elements per plane: window
+// position, output row, output column): OR_POOL_IM2COL writes `cols` (0 in
+// the padding; any dtype of 2, 4 or 8 bytes), OR_POOL_COL2IM writes `image`
+// whole, each element the sum of the column elements read from it, in
+// window order (float32 or float64).
+void launch_windows(or_pool_op op, const at::Tensor& image, const at::Tensor& cols, int64_t oh, int64_t ow,
+                    const PoolWindow& window);
+
 // Sorts `values` in place along `dim` (stable; NaN above every number) and
 // writes each element's original position into `indices` (int64, same shape).
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending);

@@ -763,12 +763,30 @@ Tensor isinf_signed_kernel(const Tensor& self) {
 
 // ---- convolution (1-d and 2-d, plain and transposed) ----
 
-// The windows of a zero-padded (N, C, H, W) input as a contiguous
-// (N, groups, C/groups * kh * kw, OH * OW) tensor: im2col, one device copy of
-// a strided view.
-Tensor im2col(const Tensor& padded, int64_t groups, int64_t kh, int64_t kw, at::IntArrayRef stride,
-              at::IntArrayRef dilation, int64_t oh, int64_t ow) {
-  const int64_t N = padded.size(0), C = padded.size(1);
+Tensor pad2d(const Tensor& x, const std::array<int64_t, 2>& padding) {
+  if (padding[0] == 0 && padding[1] == 0) {
+    return x;
+  }
+  return at::constant_pad_nd(x, {padding[1], padding[1], padding[0], padding[0]}, 0);
+}
+
+using Pair = std::array<int64_t, 2>;
+
+// The windows of an (N, C, H, W) input zero-padded by `padding` as a
+// contiguous (N, groups, C/groups * kh * kw, OH * OW) tensor (im2col): one
+// launch of the engine's window copy (any dtype of 2, 4 or 8 bytes), else
+// a device copy of a strided view of the padded input.
+Tensor im2col(const Tensor& x, int64_t groups, int64_t kh, int64_t kw, const Pair& stride, const Pair& padding,
+              const Pair& dilation, int64_t oh, int64_t ow) {
+  const int64_t N = x.size(0), C = x.size(1);
+  const int64_t esize = static_cast<int64_t>(x.element_size());
+  if (esize == 2 || esize == 4 || esize == 8) {
+    Tensor cols = at::empty({N, groups, C / groups * kh * kw, oh * ow}, x.options());
+    engine::launch_windows(engine::OR_POOL_IM2COL, x.contiguous(), cols, oh, ow,
+                           {{kh, kw}, stride, padding, dilation});
+    return cols;
+  }
+  const Tensor padded = pad2d(x, padding);
   const auto s = padded.strides();
   const Tensor windows = padded.as_strided(
       {N, groups, C / groups, kh, kw, oh, ow},
@@ -776,13 +794,22 @@ Tensor im2col(const Tensor& padded, int64_t groups, int64_t kh, int64_t kw, at::
   return windows.reshape({N, groups, C / groups * kh * kw, oh * ow});
 }
 
-// The windows `cols` (N, C, kh, kw, oh, ow) added back into a zero-padded
-// (N, C, H + 2 ph, W + 2 pw) image at their positions (col2im: one strided
-// add per kernel position, in kernel order), the padding then cut off.
-Tensor col2im_sum(const Tensor& cols, int64_t H, int64_t W, const std::array<int64_t, 2>& padding,
-                  at::IntArrayRef stride, at::IntArrayRef dilation) {
+// The windows `cols` (N, C, kh, kw, oh, ow) added back into an (N, C, H, W)
+// image at their positions (col2im): each image element sums the window
+// elements read from it in window order, from 0. float32 and float64: one
+// launch of the engine's window sum; other dtypes: one strided add per
+// window position into a zero-padded image, whose padding is then cut off
+// (the same sums in the same order).
+Tensor col2im_sum(const Tensor& cols, int64_t H, int64_t W, const Pair& padding, const Pair& stride,
+                  const Pair& dilation) {
   const int64_t N = cols.size(0), C = cols.size(1), kh = cols.size(2), kw = cols.size(3);
   const int64_t oh = cols.size(4), ow = cols.size(5);
+  if (cols.scalar_type() == at::kFloat || cols.scalar_type() == at::kDouble) {
+    Tensor image = at::empty({N, C, H, W}, cols.options());
+    engine::launch_windows(engine::OR_POOL_COL2IM, image, cols.contiguous(), oh, ow,
+                           {{kh, kw}, stride, padding, dilation});
+    return image;
+  }
   Tensor padded = at::zeros({N, C, H + 2 * padding[0], W + 2 * padding[1]}, cols.options());
   const auto s = padded.strides();
   for (int64_t i = 0; i < kh; ++i) {
@@ -794,13 +821,6 @@ Tensor col2im_sum(const Tensor& cols, int64_t H, int64_t W, const std::array<int
     }
   }
   return padded.slice(2, padding[0], padding[0] + H).slice(3, padding[1], padding[1] + W).contiguous();
-}
-
-Tensor pad2d(const Tensor& x, const std::array<int64_t, 2>& padding) {
-  if (padding[0] == 0 && padding[1] == 0) {
-    return x;
-  }
-  return at::constant_pad_nd(x, {padding[1], padding[1], padding[0], padding[0]}, 0);
 }
 
 // A plain 2-d convolution's geometry: input (N, C, H, W), weight (O, C/g, kh,
@@ -892,7 +912,7 @@ Tensor conv_forward(const Conv2d& c, const Tensor& x, const Tensor& weight) {
   const int64_t g = c.groups;
   Tensor out = at::empty({c.N, g, c.O / g, c.oh * c.ow}, x.options());
   if (out.numel() > 0) {
-    const Tensor cols = im2col(pad2d(x, c.padding), g, c.kh, c.kw, c.stride, c.dilation, c.oh, c.ow);
+    const Tensor cols = im2col(x, g, c.kh, c.kw, c.stride, c.padding, c.dilation, c.oh, c.ow);
     const Tensor w = weight.reshape({g, c.O / g, -1});
     for (int64_t gi = 0; gi < g; ++gi) {
       // every sample against the group's weight: a batch whose weight has batch stride 0
@@ -907,7 +927,7 @@ Tensor conv_forward(const Conv2d& c, const Tensor& x, const Tensor& weight) {
 // grad_weight[g] = sum over samples of grad[n, g] @ cols[n, g]^T.
 Tensor conv_weight_grad(const Conv2d& c, const Tensor& x, const Tensor& grad) {
   const int64_t g = c.groups;
-  const Tensor cols = im2col(pad2d(x, c.padding), g, c.kh, c.kw, c.stride, c.dilation, c.oh, c.ow);
+  const Tensor cols = im2col(x, g, c.kh, c.kw, c.stride, c.padding, c.dilation, c.oh, c.ow);
   const Tensor gr = grad.reshape({c.N, g, c.O / g, c.oh * c.ow});
   Tensor gw = at::empty({g, c.O / g, cols.size(2)}, x.options());
   for (int64_t gi = 0; gi < g; ++gi) {
@@ -982,7 +1002,7 @@ Tensor im2col_kernel(const Tensor& self, at::IntArrayRef kernel_size, at::IntArr
   const int64_t N = x.size(0), C = x.size(1);
   const auto n = block_counts(b, x.size(2), x.size(3));
   Tensor cols = N == 0 ? at::empty({0, 1, C * b.kernel[0] * b.kernel[1], n[0] * n[1]}, x.options())
-                       : im2col(pad2d(x, b.padding), 1, b.kernel[0], b.kernel[1], b.stride, b.dilation, n[0], n[1]);
+                       : im2col(x, 1, b.kernel[0], b.kernel[1], b.stride, b.padding, b.dilation, n[0], n[1]);
   cols = cols.view({N, C * b.kernel[0] * b.kernel[1], n[0] * n[1]});
   return self.dim() == 3 ? cols.squeeze(0) : cols;
 }

@@ -500,6 +500,33 @@ def test_unfold_and_fold_match_cpu_and_are_each_others_gradient():
             torch.nn.functional.fold(torch.ones(1, 5, 4, device="openreg"), (3, 3), kernel_size=2)
 
 
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.bool), ids=str)
+def test_window_copies_match_cpu_bit_for_bit_at_every_edge(dtype):
+    """im2col (unfold) copies and col2im (fold) sums each element's window terms in window order, as
+    CPU does: equal results, also where windows lie partly or wholly in the padding."""
+    g = torch.Generator().manual_seed(43)
+    cases = [  # (image size, keyword arguments)
+        ((2, 3), {"kernel_size": 3, "padding": 4}),  # whole rows and columns of windows in the padding
+        ((7, 9), {"kernel_size": (2, 3), "stride": (3, 2), "dilation": (2, 3), "padding": (2, 1)}),
+        ((6, 5), {"kernel_size": 1, "stride": 2}),
+        ((5, 5), {"kernel_size": 5}),  # one window
+        ((4, 11), {"kernel_size": (1, 4), "stride": (1, 5), "padding": (0, 3)}),  # stride wider than the window
+    ]
+    for size, kw in cases:
+        x = torch.randn(2, 3, *size, generator=g, dtype=torch.float64)
+        x = (x > 0) if dtype == torch.bool else x.to(dtype)
+        with torch.openreg.fallback_policy("error"):
+            cols = torch.nn.functional.unfold(x.to("openreg"), **kw)
+        expected = torch.nn.functional.unfold(x, **kw)
+        assert cols.dtype == dtype and torch.equal(cols.cpu(), expected), kw
+        if dtype == torch.bool:
+            continue
+        c = torch.randn(expected.shape, generator=g, dtype=torch.float64).to(dtype)
+        with torch.openreg.fallback_policy("error"):
+            image = torch.nn.functional.fold(c.to("openreg"), size, **kw)
+        assert torch.equal(image.cpu(), torch.nn.functional.fold(c, size, **kw)), kw
+
+
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 def test_embedding_bag_and_its_gradients_match_cpu(mode):
     g = torch.Generator().manual_seed(42)
