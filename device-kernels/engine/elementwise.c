@@ -703,6 +703,13 @@ OR_INT_OPS(OR_LOOPS_I64)
 OR_EXACT_TRIG(F32, float)
 OR_EXACT_TRIG(F64, double)
 
+/* io = cond ? B : C over a row of n elements of type T. */
+#define OR_WHERE_LOOP(T, B, C)                                                                                    \
+  for (int64_t j = 0; j < n; j++) {                                                                               \
+    const T bj = B, cj = C;                                                                                       \
+    io[j] = cond[j] ? bj : cj;                                                                                    \
+  }
+
 /* WHERE with a bool condition (torch.where's own form): the condition is read
  * as bytes, the values as the compute type, without the converting loop. */
 #define OR_WHERE_BOOL(C, T)                                                                                       \
@@ -711,12 +718,20 @@ OR_EXACT_TRIG(F64, double)
     (void)st;                                                                                                     \
     (void)args;                                                                                                   \
     (void)dt;                                                                                                     \
-    T *restrict out = (T *)ptr[0];                                                                                \
+    T *io = (T *)ptr[0];                                                                                          \
     const uint8_t *cond = (const uint8_t *)ptr[1];                                                                \
     const T *b = (const T *)ptr[2];                                                                               \
     const T *c = (const T *)ptr[3];                                                                               \
-    for (int64_t j = 0; j < n; j++) {                                                                             \
-      out[j] = cond[j] ? b[j] : c[j];                                                                             \
+    /* Both values are read before the choice, so clang selects values (a                                         \
+     * vector bit select) rather than addresses (a gather). In place                                              \
+     * (masked_fill_ writes where(mask, value, self) into self), the input that                                   \
+     * is the output is read through it, as in OR_LOOPS' contig. */                                               \
+    if (ptr[3] == ptr[0]) {                                                                                       \
+      OR_WHERE_LOOP(T, b[j], io[j])                                                                               \
+    } else if (ptr[2] == ptr[0]) {                                                                                \
+      OR_WHERE_LOOP(T, io[j], c[j])                                                                               \
+    } else {                                                                                                      \
+      OR_WHERE_LOOP(T, b[j], c[j])                                                                                \
     }                                                                                                             \
   }                                                                                                               \
   static void where_bool_strided_##C(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,      \

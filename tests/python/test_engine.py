@@ -541,9 +541,9 @@ def test_in_place_forms_match_cpu():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=str)
 @pytest.mark.parametrize("n", [7, 16, 1000, 70001])
 def test_outputs_that_are_inputs_match_cpu(n, dtype):
-    """The output is the first input, the second, or both (the engine's in-place row loop reads the
-    input through the output), over lengths below, at and past its vector width and over a parallel
-    launch's threshold, with a broadcast operand and a Python scalar."""
+    """The output is the first input, the second, the third or two of them (the engine's in-place
+    row loops read the input through the output), over lengths below, at and past its vector width
+    and over a parallel launch's threshold, with a broadcast operand and a Python scalar."""
     a, b, c = (_values((n,), dtype, seed, nonzero=True) for seed in (40, 41, 42))
     row = _values((1,), dtype, 43, nonzero=True)
     cases = [
@@ -557,6 +557,9 @@ def test_outputs_that_are_inputs_match_cpu(n, dtype):
         ("x.mul_(r) (broadcast)", lambda x, y, z, r: x.mul_(r)),
         ("x.addcmul_(y, z)", lambda x, y, z, r: x.addcmul_(y, z)),
         ("torch.addcmul(x, y, z, out=z)", lambda x, y, z, r: torch.addcmul(x, y, z, out=z)),
+        ("x.masked_fill_(y > 0, 2)", lambda x, y, z, r: x.masked_fill_(y > 0, 2)),
+        ("torch.where(y > 0, x, z, out=x)", lambda x, y, z, r: torch.where(y > 0, x, z, out=x)),
+        ("torch.where(y > 0, z, x, out=x)", lambda x, y, z, r: torch.where(y > 0, z, x, out=x)),
     ]
     if dtype.is_floating_point:
         cases += [
