@@ -316,8 +316,8 @@ ALWAYS_INLINE void copy_sliver_step_f32(float *dst, const float *col, int R) {
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
-  /* Workers split the batch when it has a product for each, else each                                        \
-   * product's rows (after the transposition below), in whole tiles. */                                       \
+  /* Workers split the batch when it has a product for each, else each                                          \
+   * product's longer side (after the transposition below), in whole tiles. */                                  \
   static void gemm_##C(const or_gemm *p, int32_t worker, int32_t workers) {                                     \
     const uint32_t dtype = p->dtype;                                                                            \
     T *acc = (T *)device_ptr((p->scratch + 15) & ~(uint64_t)15) +                                              \
@@ -360,15 +360,24 @@ ALWAYS_INLINE void copy_sliver_step_f32(float *dst, const float *col, int R) {
         m = n;                                                                                                  \
         n = s;                                                                                                  \
       }                                                                                                         \
-      if (split_rows) {                                                                                         \
+      const int vector = n == 1; /* before any split: a worker's share of n may be 1 */                         \
+      if (split_rows) { /* the longer side, in whole tiles: each worker packs only its part of b (or a) */      \
         int64_t lo, hi;                                                                                         \
-        split_range(m, MR, worker, workers, &lo, &hi);                                                          \
-        if (lo >= hi) continue;                                                                                 \
-        a += lo * rsa;                                                                                          \
-        out += lo * rsc;                                                                                        \
-        m = hi - lo;                                                                                            \
+        if (n != 1 && n / NR > m / MR) {                                                                        \
+          split_range(n, NR, worker, workers, &lo, &hi);                                                        \
+          if (lo >= hi) continue;                                                                               \
+          b += lo * csb;                                                                                        \
+          out += lo * csc;                                                                                      \
+          n = hi - lo;                                                                                          \
+        } else {                                                                                                \
+          split_range(m, MR, worker, workers, &lo, &hi);                                                        \
+          if (lo >= hi) continue;                                                                               \
+          a += lo * rsa;                                                                                        \
+          out += lo * rsc;                                                                                      \
+          m = hi - lo;                                                                                          \
+        }                                                                                                       \
       }                                                                                                         \
-      if (n == 1) { /* a matrix-vector product */                                                               \
+      if (vector) { /* a matrix-vector product */                                                               \
         T *x = scratch;                                                                                         \
         T *y = x + or_gemm_round_up(k, 4);                                                                      \
         load_row_##C(x, b, rsb, dtype, k);                                                                      \

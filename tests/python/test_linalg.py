@@ -14,7 +14,8 @@ INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 # (m, k, n): single elements, one tile, edges of every blocking constant (tile 6 x 8, k slices
 # of 256, 96 rows and 1024 columns packed at once), vectors, and an empty sum.
 SHAPES = [(1, 1, 1), (7, 5, 3), (6, 8, 8), (33, 300, 17), (100, 513, 70), (97, 40, 1030), (1, 64, 50), (50, 64, 1),
-          (5, 0, 4)]
+          (5, 0, 4),
+          (9, 300, 1000), (5, 8000, 9)]  # short and wide: workers split the columns (the last share is one)
 
 
 def _random(shape, dtype, generator):
