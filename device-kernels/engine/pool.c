@@ -216,33 +216,44 @@ ALWAYS_INLINE void inside(int64_t x0, int64_t sw, int64_t W, int64_t OW, int64_t
  * into the runtime) they would cost more than the row. */
 #define NO_FILL __attribute__((no_builtin("memset")))
 
+/* Runs the body (the arguments after g) for each row of a plane's
+ * columns, window positions (i, j) in order, then output rows oy: k counts
+ * the rows, y is the image row the row reads, x0 the image column of its
+ * output column 0, and [lo, hi) the output columns whose image column lies
+ * inside the image. */
+#define FOR_WINDOW_ROWS(g, ...)                                                                         \
+  for (int64_t i = 0, k = 0; i < g.kh; i++) {                                                           \
+    for (int64_t j = 0; j < g.kw; j++) {                                                                \
+      const int64_t x0 = j * g.dw - g.pw;                                                               \
+      int64_t lo, hi;                                                                                   \
+      inside(x0, g.sw, g.W, g.OW, &lo, &hi);                                                            \
+      for (int64_t oy = 0; oy < g.OH; oy++, k++) {                                                      \
+        const int64_t y = oy * g.sh - g.ph + i * g.dh;                                                  \
+        __VA_ARGS__                                                                                     \
+      }                                                                                                 \
+    }                                                                                                   \
+  }
+
 /* cols[i][j][oy][ox] (kh x kw x OH x OW) = image[y][x] at y = oy * sh - ph +
  * i * dh, x = ox * sw - pw + j * dw, or 0 outside the image: a copy of
  * elements of type U (any dtype of U's size). */
 #define OR_DEFINE_IM2COL(U)                                                                             \
-  NOINLINE NO_FILL static void im2col_plane_##U(window g, const U *restrict in, U *restrict out) {      \
-    for (int64_t i = 0; i < g.kh; i++) {                                                                \
-      for (int64_t j = 0; j < g.kw; j++) {                                                              \
-        const int64_t x0 = j * g.dw - g.pw;                                                             \
-        int64_t lo, hi;                                                                                 \
-        inside(x0, g.sw, g.W, g.OW, &lo, &hi);                                                          \
-        for (int64_t oy = 0; oy < g.OH; oy++, out += g.OW) {                                            \
-          const int64_t y = oy * g.sh - g.ph + i * g.dh;                                                \
-          if (y < 0 || y >= g.H) {                                                                      \
-            for (int64_t ox = 0; ox < g.OW; ox++) out[ox] = 0;                                          \
-            continue;                                                                                   \
-          }                                                                                             \
-          const int64_t base = y * g.W + x0; /* + ox * sw: inside the plane for ox in [lo, hi) */       \
-          for (int64_t ox = 0; ox < lo; ox++) out[ox] = 0;                                              \
-          if (g.sw == 1) {                                                                              \
-            copy_bytes(out + lo, in + base + lo, (usize)(hi - lo) * sizeof(U));                         \
-          } else {                                                                                      \
-            for (int64_t ox = lo; ox < hi; ox++) out[ox] = in[base + ox * g.sw];                        \
-          }                                                                                             \
-          for (int64_t ox = hi; ox < g.OW; ox++) out[ox] = 0;                                           \
-        }                                                                                               \
+  NOINLINE NO_FILL static void im2col_plane_##U(window g, const U *restrict in, U *restrict cols) {     \
+    FOR_WINDOW_ROWS(g, {                                                                                \
+      U *out = cols + k * g.OW;                                                                         \
+      if (y < 0 || y >= g.H) {                                                                          \
+        for (int64_t ox = 0; ox < g.OW; ox++) out[ox] = 0;                                              \
+        continue;                                                                                       \
       }                                                                                                 \
-    }                                                                                                   \
+      const int64_t base = y * g.W + x0; /* + ox * sw: inside the plane for ox in [lo, hi) */           \
+      for (int64_t ox = 0; ox < lo; ox++) out[ox] = 0;                                                  \
+      if (g.sw == 1) {                                                                                  \
+        copy_bytes(out + lo, in + base + lo, (usize)(hi - lo) * sizeof(U));                             \
+      } else {                                                                                          \
+        for (int64_t ox = lo; ox < hi; ox++) out[ox] = in[base + ox * g.sw];                            \
+      }                                                                                                 \
+      for (int64_t ox = hi; ox < g.OW; ox++) out[ox] = 0;                                               \
+    })                                                                                                  \
   }
 OR_DEFINE_IM2COL(uint16_t)
 OR_DEFINE_IM2COL(uint32_t)
@@ -253,24 +264,17 @@ OR_DEFINE_IM2COL(uint64_t)
  * element sums its terms in window order, as one strided add per window
  * position would. */
 #define OR_DEFINE_COL2IM(S, T)                                                                          \
-  NOINLINE NO_FILL static void col2im_plane_##S(window g, const T *restrict in, T *restrict out) {      \
-    for (int64_t i = 0; i < g.kh; i++) {                                                                \
-      for (int64_t j = 0; j < g.kw; j++) {                                                              \
-        const int64_t x0 = j * g.dw - g.pw;                                                             \
-        int64_t lo, hi;                                                                                 \
-        inside(x0, g.sw, g.W, g.OW, &lo, &hi);                                                          \
-        for (int64_t oy = 0; oy < g.OH; oy++, in += g.OW) {                                             \
-          const int64_t y = oy * g.sh - g.ph + i * g.dh;                                                \
-          if (y < 0 || y >= g.H) continue;                                                              \
-          const int64_t base = y * g.W + x0;                                                            \
-          if (g.sw == 1) {                                                                              \
-            for (int64_t ox = lo; ox < hi; ox++) out[base + ox] += in[ox];                              \
-          } else {                                                                                      \
-            for (int64_t ox = lo; ox < hi; ox++) out[base + ox * g.sw] += in[ox];                       \
-          }                                                                                             \
-        }                                                                                               \
+  NOINLINE NO_FILL static void col2im_plane_##S(window g, const T *restrict cols, T *restrict out) {    \
+    FOR_WINDOW_ROWS(g, {                                                                                \
+      const T *in = cols + k * g.OW;                                                                    \
+      if (y < 0 || y >= g.H) continue;                                                                  \
+      const int64_t base = y * g.W + x0;                                                                \
+      if (g.sw == 1) {                                                                                  \
+        for (int64_t ox = lo; ox < hi; ox++) out[base + ox] += in[ox];                                  \
+      } else {                                                                                          \
+        for (int64_t ox = lo; ox < hi; ox++) out[base + ox * g.sw] += in[ox];                           \
       }                                                                                                 \
-    }                                                                                                   \
+    })                                                                                                  \
   }
 OR_DEFINE_COL2IM(F32, float)
 OR_DEFINE_COL2IM(F64, double)
