@@ -577,6 +577,37 @@ def test_outputs_that_are_inputs_match_cpu(n, dtype):
             torch.testing.assert_close(got.cpu(), want, msg=lambda m, name=name: f"{name}: {m}")
 
 
+def test_vector_fused_multiply_adds_equal_the_element_loop():
+    """add with alpha, addcmul and lerp with a scalar weight run a SIMD row loop for contiguous float32
+    (a double-precision FMA, two lanes at a time); strided operands take the element loop. Both
+    compute the same operations, so the results are equal bit for bit, in place or not."""
+    n = 4099  # a vector tail
+    values = [_values((n,), torch.float32, seed) for seed in (50, 51, 52)]
+
+    def operands(stride):
+        out = []
+        for v in values:
+            t = torch.zeros(stride * n, device="openreg")[::stride]
+            out.append(t.copy_(v.to("openreg")))
+        return out
+
+    cases = [
+        lambda x, y, z: torch.add(x, y, alpha=0.3),
+        lambda x, y, z: torch.sub(x, y, alpha=-2.5),
+        lambda x, y, z: torch.addcmul(x, y, z, value=0.1),
+        lambda x, y, z: torch.addcmul(x, y, z),
+        lambda x, y, z: torch.lerp(x, y, 0.25),
+        lambda x, y, z: torch.lerp(x, y, 0.75),
+        lambda x, y, z: x.add_(y, alpha=1e-3),
+        lambda x, y, z: x.addcmul_(y, z, value=-0.5),
+        lambda x, y, z: x.lerp_(y, 0.9),
+    ]
+    for fn in cases:
+        fast, element = fn(*operands(1)), fn(*operands(2))
+        assert torch.equal(fast.cpu(), element.cpu())
+        torch.testing.assert_close(fast.cpu(), fn(*[v.clone() for v in values]))
+
+
 def test_in_place_errors_match_cpu():
     i = torch.ones(3, dtype=torch.int64, device="openreg")
     with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
