@@ -1130,8 +1130,9 @@ EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worke
   for (uint32_t k = 1; k < nt; k++) {
     want[k] = native;
   }
-  if (p->compute == OR_COMPUTE_F32 && fma_row_f32(p->op)) {
-    contig = fma_row_f32(p->op);
+  const or_row fma = p->compute == OR_COMPUTE_F32 ? fma_row_f32(p->op) : 0;
+  if (fma) {
+    contig = fma;
   }
   if (p->op == OR_OP_WHERE && dt[1] == OR_BOOL) {
     want[1] = OR_BOOL;

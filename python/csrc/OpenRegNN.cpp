@@ -763,14 +763,14 @@ Tensor isinf_signed_kernel(const Tensor& self) {
 
 // ---- convolution (1-d and 2-d, plain and transposed) ----
 
-Tensor pad2d(const Tensor& x, const std::array<int64_t, 2>& padding) {
+using Pair = std::array<int64_t, 2>;
+
+Tensor pad2d(const Tensor& x, const Pair& padding) {
   if (padding[0] == 0 && padding[1] == 0) {
     return x;
   }
   return at::constant_pad_nd(x, {padding[1], padding[1], padding[0], padding[0]}, 0);
 }
-
-using Pair = std::array<int64_t, 2>;
 
 // The windows of an (N, C, H, W) input zero-padded by `padding` as a
 // contiguous (N, groups, C/groups * kh * kw, OH * OW) tensor (im2col): one
