@@ -97,8 +97,9 @@ constexpr std::array<const char*, OR_REDUCE_COUNT> kReduceNames = {
 #undef OR_REDUCE_NAME
 };
 
-// What a launch computes, for activity records: the elementwise or reduction
-// op, in lower case; nothing for the other kernels, whose name says it.
+// What a launch computes, for activity records: the elementwise, reduction,
+// softmax or pool op, in lower case, or a product's shape; nothing for the
+// other kernels, whose name says it.
 std::string lower(const char* name) {
   std::string s(name);
   for (auto& c : s) {
@@ -123,9 +124,24 @@ std::string activity_label(const or_reduce& block) {
     return block.op < OR_REDUCE_COUNT ? lower(kReduceNames[block.op]) : std::string();
   }
 }
+constexpr std::array<const char*, OR_POOL_COUNT> kPoolNames = {
+#define OR_POOL_NAME(name) #name,
+    OR_POOL_OPS(OR_POOL_NAME)
+#undef OR_POOL_NAME
+};
+std::string activity_label(const or_pool& block) {
+  return block.op < OR_POOL_COUNT ? lower(kPoolNames[block.op]) : std::string();
+}
+// A product's shape, `m x k @ k x n`, after `batch x ` for a batch.
+std::string activity_label(const or_gemm& block) {
+  std::string label = block.batch > 1 ? std::to_string(block.batch) + " x " : std::string();
+  const std::string k = std::to_string(block.k);
+  return label + std::to_string(block.m) + "x" + k + " @ " + k + "x" + std::to_string(block.n);
+}
 template <const char* Name, class Block>
 std::string activity_label(const Block& block) {
-  if constexpr (std::is_same_v<Block, or_elementwise>) {
+  if constexpr (std::is_same_v<Block, or_elementwise> || std::is_same_v<Block, or_pool> ||
+                std::is_same_v<Block, or_gemm>) {
     return activity_label(block);
   } else {
     return {};

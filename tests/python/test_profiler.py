@@ -134,6 +134,20 @@ def test_device_activity_names_the_device_and_stream_and_counts_copies():
     assert any(k.name == "memcpy HtoD" for e in copy_ops for k in e.kernels), [[k.name for k in e.kernels] for e in copy_ops]
 
 
+def test_engine_activities_name_the_op_or_the_products_shape():
+    a, b = torch.randn(3, 4, device="openreg"), torch.randn(4, 5, device="openreg")
+    images = torch.randn(2, 3, 8, 8, device="openreg")
+
+    def work():
+        torch.mm(a, b), torch.bmm(a.expand(6, 3, 4), b.expand(6, 4, 5)), a.sum(1), a.log_softmax(1)
+        torch.nn.functional.max_pool2d(images, 2)
+        torch.openreg.synchronize()
+
+    names = {e.name for e in _device_events(_device_profile(work))}
+    assert {"gemm (3x4 @ 4x5)", "gemm (6 x 3x4 @ 4x5)", "reduce (sum)", "softmax (log_softmax)",
+            "pool (max)"} <= names, names
+
+
 def test_a_cpu_only_profile_records_no_device_activity_and_recording_stops_after():
     x = torch.ones(1024, device="openreg")
     (x * 2).sum().item()
