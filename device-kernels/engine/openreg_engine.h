@@ -672,14 +672,49 @@ enum or_softmax_op {
  * COL2IM:  in: the column planes; out0: the image planes (written whole:
  *          zeroed, then each column element added to the image element it
  *          was read from, window positions in order); float32 or float64.
+ *
+ * And the three transforms of a 3 x 3, stride 1 convolution computed as
+ * Winograd's F(2x2, 3x3), float32 only (kernel 3 x 3, stride and dilation 1;
+ * anything else traps). The convolution's output is cut into 2 x 2 tiles,
+ * out_height x out_width of them per plane (`tiles` = their product), each
+ * the product of a 4 x 4 input patch and the kernel in a transformed space
+ * of 16 elements xi = 4 i + j, where it is 16 independent matrix products
+ * over channels (the caller's GEMM):
+ * WINOGRAD_WEIGHT: in: kernels, `planes` (O * C) planes of 3 x 3; out0: (16,
+ *          planes): element xi of plane q at xi * planes + q, U = G g G^T
+ *          with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
+ * WINOGRAD_WEIGHT_FLIPPED: the same for each kernel rotated by 180 degrees
+ *          (the input gradient's kernel).
+ * WINOGRAD_INPUT: in: image planes of height x width, `planes` = N *
+ *          `channels`; out0: (16, channels, N, tiles), the patch of tile
+ *          (ty, tx) (image rows 2 ty - padding[0] + 0..3, columns 2 tx -
+ *          padding[1] + 0..3, 0 outside the image) as V = B^T d B with B^T =
+ *          [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+ * WINOGRAD_OUTPUT: in: the products, (16, channels, N, tiles); out0: output
+ *          planes of height x width (`planes` = N * channels, out_height =
+ *          (height + 1) / 2, out_width = (width + 1) / 2), each tile's Y = A^T m
+ *          A with A^T = [1 1 1 0; 0 1 -1 -1] (written whole).
+ * The weight gradient runs the adjoints of WINOGRAD_OUTPUT and _WEIGHT:
+ * WINOGRAD_GRAD: in: the output's gradient, planes as WINOGRAD_OUTPUT's
+ *          out0; out0: (16, channels, N, tiles), each 2 x 2 tile dY (0 beyond
+ *          the plane's edges) as A dY A^T.
+ * WINOGRAD_WEIGHT_GRAD: in: (16, planes), the gradient of each kernel's U
+ *          (summed over tiles: the caller's GEMM); out0: `planes` planes of
+ *          3 x 3, G^T dU G.
  */
-#define OR_POOL_OPS(X) \
-  X(MAX)               \
-  X(AVG)               \
-  X(MAX_BACKWARD)      \
-  X(AVG_BACKWARD)      \
-  X(IM2COL)            \
-  X(COL2IM)
+#define OR_POOL_OPS(X)         \
+  X(MAX)                       \
+  X(AVG)                       \
+  X(MAX_BACKWARD)              \
+  X(AVG_BACKWARD)              \
+  X(IM2COL)                    \
+  X(COL2IM)                    \
+  X(WINOGRAD_WEIGHT)           \
+  X(WINOGRAD_WEIGHT_FLIPPED)   \
+  X(WINOGRAD_INPUT)            \
+  X(WINOGRAD_OUTPUT)           \
+  X(WINOGRAD_GRAD)             \
+  X(WINOGRAD_WEIGHT_GRAD)
 
 enum or_pool_op {
 #define OR_POOL_ENUM(name) OR_POOL_##name,
@@ -697,7 +732,7 @@ typedef struct or_pool {
   uint32_t op;    /* enum or_pool_op */
   uint32_t dtype; /* of in and out0: OR_F32, OR_F64 or OR_I64 (IM2COL: any) */
   uint32_t count_include_pad;
-  uint32_t reserved;
+  uint32_t channels; /* WINOGRAD_INPUT, _OUTPUT and _GRAD: planes per sample */
   int64_t planes, height, width, out_height, out_width;
   int64_t kernel[2], stride[2], padding[2], dilation[2];
   int64_t divisor; /* AVG: the divisor_override, or 0 */

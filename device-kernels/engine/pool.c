@@ -279,10 +279,278 @@ OR_DEFINE_IM2COL(uint64_t)
 OR_DEFINE_COL2IM(F32, float)
 OR_DEFINE_COL2IM(F64, double)
 
+/* ---- Winograd F(2x2, 3x3) (the WINOGRAD_* ops, or_pool) ----
+ *
+ * Float32 only. Workers split planes; each output element is one fixed
+ * expression of its inputs, so nothing depends on how many workers. */
+
+/* U = G g G^T for each 3 x 3 kernel g (rotated by 180 degrees if flip),
+ * element xi at xi * planes + q. */
+static void winograd_weight(const float *in, float *out, int64_t planes, int64_t lo, int64_t hi, int flip) {
+  for (int64_t q = lo; q < hi; q++) {
+    float g[3][3];
+    for (int r = 0; r < 3; r++) {
+      for (int c = 0; c < 3; c++) {
+        g[r][c] = flip ? in[q * 9 + (2 - r) * 3 + (2 - c)] : in[q * 9 + r * 3 + c];
+      }
+    }
+    float gg[4][3]; /* G g */
+    for (int c = 0; c < 3; c++) {
+      gg[0][c] = g[0][c];
+      gg[1][c] = (g[0][c] + g[1][c] + g[2][c]) * 0.5f;
+      gg[2][c] = (g[0][c] - g[1][c] + g[2][c]) * 0.5f;
+      gg[3][c] = g[2][c];
+    }
+    for (int i = 0; i < 4; i++) {
+      const float u[4] = {gg[i][0], (gg[i][0] + gg[i][1] + gg[i][2]) * 0.5f, (gg[i][0] - gg[i][1] + gg[i][2]) * 0.5f,
+                          gg[i][2]};
+      for (int j = 0; j < 4; j++) {
+        out[(4 * i + j) * planes + q] = u[j];
+      }
+    }
+  }
+}
+
+/* Tiles of a tile row transformed per pass: their input rows are staged in
+ * a zero-padded buffer, so the transform needs no bounds checks. */
+#define WINO_CHUNK 64
+#define WINO_ROW (2 * WINO_CHUNK + 4)
+
+/* Stores the first n (at most 4) lanes of v at o. */
+ALWAYS_INLINE void store_lanes(float *o, v128_t v, int64_t n) {
+  if (n >= 4) {
+    wasm_v128_store(o, v);
+    return;
+  }
+  float lane[4] __attribute__((aligned(16)));
+  wasm_v128_store(lane, v);
+  for (int64_t e = 0; e < n; e++) o[e] = lane[e];
+}
+
+/* row[u] = src[x0 + u] for u < n, 0 where x0 + u lies outside [0, W) or
+ * src is null (a row outside the plane). */
+ALWAYS_INLINE void stage_row(float *restrict row, const float *restrict src, int64_t x0, int64_t W, int64_t n) {
+  int64_t u = 0;
+  if (src) {
+    for (; u < n && x0 + u < 0; u++) row[u] = 0;
+    const int64_t end = W - x0 < n ? W - x0 : n;
+    if (end > u) {
+      copy_bytes(row + u, src + x0 + u, (usize)(end - u) * sizeof(float));
+      u = end;
+    }
+  }
+  for (; u < n; u++) row[u] = 0;
+}
+
+/* The input transform of one plane: `out` is the plane's tile 0 of xi = 0;
+ * xi steps by `step` elements. Per tile row, its four image rows are staged
+ * zero-padded and combined (B^T d, whole rows at a time); then the columns
+ * 2t .. 2t + 3 of tiles t .. t + 3 in each combined row are the even and
+ * odd lanes of three vectors (d B). */
+NOINLINE NO_FILL static void winograd_input_plane(window g, const float *restrict in, float *restrict out,
+                                                  int64_t step) {
+  float rows[4][WINO_ROW] __attribute__((aligned(16)));
+  float w[4][WINO_ROW] __attribute__((aligned(16)));
+  for (int64_t ty = 0; ty < g.OH; ty++) {
+    for (int64_t tx0 = 0; tx0 < g.OW; tx0 += WINO_CHUNK) {
+      const int64_t nt = g.OW - tx0 < WINO_CHUNK ? g.OW - tx0 : WINO_CHUNK;
+      const int64_t need = 2 * ((nt + 3) & ~(int64_t)3) + 4; /* columns the tile loop reads */
+      const int64_t x0 = 2 * tx0 - g.pw;                       /* the image column of rows[r][0] */
+      for (int r = 0; r < 4; r++) {
+        const int64_t y = 2 * ty - g.ph + r;
+        stage_row(rows[r], y >= 0 && y < g.H ? in + y * g.W : 0, x0, g.W, need);
+      }
+      for (int64_t u = 0; u < need; u += 4) {
+        const v128_t r0 = wasm_v128_load(rows[0] + u), r1 = wasm_v128_load(rows[1] + u);
+        const v128_t r2 = wasm_v128_load(rows[2] + u), r3 = wasm_v128_load(rows[3] + u);
+        wasm_v128_store(w[0] + u, wasm_f32x4_sub(r0, r2));
+        wasm_v128_store(w[1] + u, wasm_f32x4_add(r1, r2));
+        wasm_v128_store(w[2] + u, wasm_f32x4_sub(r2, r1));
+        wasm_v128_store(w[3] + u, wasm_f32x4_sub(r1, r3));
+      }
+      float *dst = out + ty * g.OW + tx0;
+      for (int i = 0; i < 4; i++) {
+        for (int64_t t = 0; t < nt; t += 4) {
+          /* aligned loads only: one straddling two of the vertical pass's
+           * recent stores would wait for them to leave the store buffer */
+          const float *p = w[i] + 2 * t;
+          const v128_t a = wasm_v128_load(p), b = wasm_v128_load(p + 4), e = wasm_v128_load(p + 8);
+          const v128_t d0 = wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), d1 = wasm_i32x4_shuffle(a, b, 1, 3, 5, 7);
+          const v128_t d2 = wasm_i32x4_shuffle(d0, e, 1, 2, 3, 4), d3 = wasm_i32x4_shuffle(d1, e, 1, 2, 3, 5);
+          const v128_t v[4] = {wasm_f32x4_sub(d0, d2), wasm_f32x4_add(d1, d2), wasm_f32x4_sub(d2, d1),
+                               wasm_f32x4_sub(d1, d3)};
+          for (int j = 0; j < 4; j++) {
+            store_lanes(dst + (4 * i + j) * step + t, v[j], nt - t);
+          }
+        }
+      }
+    }
+  }
+}
+
+/* The output transform of one plane (height x width, g.OH x g.OW tiles):
+ * `in` is the plane's tile 0 of xi = 0; xi steps by `step` elements. */
+NOINLINE NO_FILL static void winograd_output_plane(window g, const float *restrict in, float *restrict out,
+                                                   int64_t step) {
+  for (int64_t ty = 0; ty < g.OH; ty++) {
+    const float *src = in + ty * g.OW;
+    float *top = out + 2 * ty * g.W;
+    float *bottom = 2 * ty + 1 < g.H ? top + g.W : 0;
+    for (int64_t t = 0; t < g.OW; t += 4) {
+      const int64_t nt = g.OW - t < 4 ? g.OW - t : 4;
+      v128_t s[2][4]; /* A^T m */
+      for (int j = 0; j < 4; j++) {
+        v128_t m[4];
+        for (int i = 0; i < 4; i++) {
+          const float *p = src + (4 * i + j) * step + t;
+          if (nt == 4) {
+            m[i] = wasm_v128_load(p);
+          } else {
+            float lane[4] __attribute__((aligned(16))) = {0, 0, 0, 0};
+            for (int64_t e = 0; e < nt; e++) lane[e] = p[e];
+            m[i] = wasm_v128_load(lane);
+          }
+        }
+        s[0][j] = wasm_f32x4_add(wasm_f32x4_add(m[0], m[1]), m[2]);
+        s[1][j] = wasm_f32x4_sub(wasm_f32x4_sub(m[1], m[2]), m[3]);
+      }
+      for (int i = 0; i < 2; i++) {
+        float *row = i == 0 ? top : bottom;
+        if (!row) break;
+        const v128_t y0 = wasm_f32x4_add(wasm_f32x4_add(s[i][0], s[i][1]), s[i][2]);
+        const v128_t y1 = wasm_f32x4_sub(wasm_f32x4_sub(s[i][1], s[i][2]), s[i][3]);
+        const v128_t lo = wasm_i32x4_shuffle(y0, y1, 0, 4, 1, 5), hi = wasm_i32x4_shuffle(y0, y1, 2, 6, 3, 7);
+        float *o = row + 2 * t;
+        if (2 * t + 8 <= g.W) {
+          wasm_v128_store(o, lo);
+          wasm_v128_store(o + 4, hi);
+        } else {
+          float lane[8] __attribute__((aligned(16)));
+          wasm_v128_store(lane, lo);
+          wasm_v128_store(lane + 4, hi);
+          for (int64_t e = 0; e < g.W - 2 * t; e++) o[e] = lane[e];
+        }
+      }
+    }
+  }
+}
+
+/* The adjoint of the weight transform, for the weight gradient: dW = G^T dU
+ * G for each kernel's 16 elements dU (xi at xi * planes + q), written as a
+ * plane of 3 x 3. */
+static void winograd_weight_grad(const float *in, float *out, int64_t planes, int64_t lo, int64_t hi) {
+  /* not vectorized: wasm64's overlap check would need a 128-bit multiply */
+  SCALAR for (int64_t q = lo; q < hi; q++) {
+    float u[4][4];
+    for (int xi = 0; xi < 16; xi++) {
+      u[xi / 4][xi % 4] = in[xi * planes + q];
+    }
+    float x[3][4]; /* G^T dU */
+    for (int j = 0; j < 4; j++) {
+      const float sum = (u[1][j] + u[2][j]) * 0.5f;
+      x[0][j] = u[0][j] + sum;
+      x[1][j] = (u[1][j] - u[2][j]) * 0.5f;
+      x[2][j] = sum + u[3][j];
+    }
+    for (int r = 0; r < 3; r++) {
+      const float sum = (x[r][1] + x[r][2]) * 0.5f;
+      out[q * 9 + r * 3 + 0] = x[r][0] + sum;
+      out[q * 9 + r * 3 + 1] = (x[r][1] - x[r][2]) * 0.5f;
+      out[q * 9 + r * 3 + 2] = sum + x[r][3];
+    }
+  }
+}
+
+/* The adjoint of the output transform, for the weight gradient: each 2 x 2
+ * tile dY of one gradient plane (height x width; 0 beyond its edges) as A
+ * dY A^T. `out` is the plane's tile 0 of xi = 0; xi steps by `step`
+ * elements. Four tiles at a time: a row's columns of tiles t .. t + 3 are
+ * the even and odd lanes of two vectors of a staged, zero-padded row. */
+NOINLINE NO_FILL static void winograd_grad_plane(window g, const float *restrict in, float *restrict out,
+                                                 int64_t step) {
+  float rows[2][2 * WINO_CHUNK] __attribute__((aligned(16)));
+  for (int64_t ty = 0; ty < g.OH; ty++) {
+    for (int64_t tx0 = 0; tx0 < g.OW; tx0 += WINO_CHUNK) {
+      const int64_t nt = g.OW - tx0 < WINO_CHUNK ? g.OW - tx0 : WINO_CHUNK;
+      const int64_t need = 2 * ((nt + 3) & ~(int64_t)3);
+      for (int r = 0; r < 2; r++) {
+        const int64_t y = 2 * ty + r;
+        stage_row(rows[r], y < g.H ? in + y * g.W : 0, 2 * tx0, g.W, need);
+      }
+      float *dst = out + ty * g.OW + tx0;
+      for (int64_t t = 0; t < nt; t += 4) {
+        v128_t z[4][2]; /* A dY */
+        for (int b = 0; b < 2; b++) {
+          const v128_t a0 = wasm_v128_load(rows[0] + 2 * t), a1 = wasm_v128_load(rows[0] + 2 * t + 4);
+          const v128_t b0 = wasm_v128_load(rows[1] + 2 * t), b1 = wasm_v128_load(rows[1] + 2 * t + 4);
+          const v128_t y0 = b ? wasm_i32x4_shuffle(a0, a1, 1, 3, 5, 7) : wasm_i32x4_shuffle(a0, a1, 0, 2, 4, 6);
+          const v128_t y1 = b ? wasm_i32x4_shuffle(b0, b1, 1, 3, 5, 7) : wasm_i32x4_shuffle(b0, b1, 0, 2, 4, 6);
+          z[0][b] = y0;
+          z[1][b] = wasm_f32x4_add(y0, y1);
+          z[2][b] = wasm_f32x4_sub(y0, y1);
+          z[3][b] = wasm_f32x4_neg(y1);
+        }
+        for (int i = 0; i < 4; i++) {
+          const v128_t v[4] = {z[i][0], wasm_f32x4_add(z[i][0], z[i][1]), wasm_f32x4_sub(z[i][0], z[i][1]),
+                               wasm_f32x4_neg(z[i][1])};
+          for (int j = 0; j < 4; j++) {
+            store_lanes(dst + (4 * i + j) * step + t, v[j], nt - t);
+          }
+        }
+      }
+    }
+  }
+}
+
+static void winograd(const or_pool *p, int32_t worker, int32_t workers) {
+  if (p->dtype != OR_F32 || p->kernel[0] != 3 || p->kernel[1] != 3 || p->stride[0] != 1 || p->stride[1] != 1 ||
+      p->dilation[0] != 1 || p->dilation[1] != 1) {
+    TRAP();
+  }
+  const float *in = (const float *)device_ptr(p->data[OR_POOL_IN]);
+  float *out = (float *)device_ptr(p->data[OR_POOL_OUT0]);
+  int64_t lo, hi;
+  split_range(p->planes, 1, worker, workers, &lo, &hi);
+  if (p->op == OR_POOL_WINOGRAD_WEIGHT || p->op == OR_POOL_WINOGRAD_WEIGHT_FLIPPED) {
+    winograd_weight(in, out, p->planes, lo, hi, p->op == OR_POOL_WINOGRAD_WEIGHT_FLIPPED);
+    return;
+  }
+  if (p->op == OR_POOL_WINOGRAD_WEIGHT_GRAD) {
+    winograd_weight_grad(in, out, p->planes, lo, hi);
+    return;
+  }
+  const int64_t channels = p->channels, tiles = p->out_height * p->out_width;
+  if (channels <= 0 || p->planes % channels != 0 ||
+      (p->op != OR_POOL_WINOGRAD_INPUT &&
+       (p->out_height != (p->height + 1) / 2 || p->out_width != (p->width + 1) / 2))) {
+    TRAP();
+  }
+  const int64_t samples = p->planes / channels, step = p->planes * tiles;
+  const window g = window_of(p);
+  for (int64_t q = lo; q < hi; q++) {
+    /* plane q = sample n, channel c: tiles at (c * samples + n) * tiles */
+    const int64_t at = (q % channels * samples + q / channels) * tiles;
+    if (p->op == OR_POOL_WINOGRAD_INPUT) {
+      winograd_input_plane(g, in + q * p->height * p->width, out + at, step);
+    } else if (p->op == OR_POOL_WINOGRAD_GRAD) {
+      winograd_grad_plane(g, in + q * p->height * p->width, out + at, step);
+    } else {
+      winograd_output_plane(g, in + at, out + q * p->height * p->width, step);
+    }
+  }
+}
+
 EXPORT(pool) void pool(const or_pool *params, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   const or_pool part = *params;
   const or_pool *p = &part;
+  if (p->op >= OR_POOL_WINOGRAD_WEIGHT && p->op < OR_POOL_COUNT) {
+    if (p->planes < 0 || p->height <= 0 || p->width <= 0 || p->out_height < 0 || p->out_width < 0) {
+      TRAP();
+    }
+    winograd(p, worker, workers);
+    return;
+  }
   const int windows = p->op == OR_POOL_IM2COL || p->op == OR_POOL_COL2IM;
   const int any_dtype = p->op == OR_POOL_IM2COL && dtype_size(p->dtype) != 1;
   if (p->op >= OR_POOL_COUNT || (p->dtype != OR_F32 && p->dtype != OR_F64 && p->dtype != OR_I64 && !any_dtype) ||

@@ -671,6 +671,36 @@ void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, co
   launch<kPool>(device.index(), block, pointers.data(), npointers, block.planes > 1 ? work : 0);
 }
 
+void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out, int64_t channels, int64_t th,
+                     int64_t tw, const std::array<int64_t, 2>& padding) {
+  const bool kernels = op == OR_POOL_WINOGRAD_WEIGHT || op == OR_POOL_WINOGRAD_WEIGHT_FLIPPED ||
+                       op == OR_POOL_WINOGRAD_WEIGHT_GRAD;
+  const bool to_image = op == OR_POOL_WINOGRAD_OUTPUT || op == OR_POOL_WINOGRAD_WEIGHT_GRAD;
+  TORCH_INTERNAL_ASSERT((kernels || op == OR_POOL_WINOGRAD_INPUT || op == OR_POOL_WINOGRAD_OUTPUT ||
+                         op == OR_POOL_WINOGRAD_GRAD) &&
+                            in.is_contiguous() && out.is_contiguous() && in.scalar_type() == at::kFloat &&
+                            out.scalar_type() == at::kFloat && channels > 0,
+                        "openreg: launch_winograd operands");
+  // the planes (kernels, images or outputs) and the transformed operand
+  const at::Tensor& image = to_image ? out : in;
+  const at::Tensor& transformed = to_image ? in : out;
+  if (image.numel() == 0) {
+    return;
+  }
+  const int64_t H = image.size(-2), W = image.size(-1), planes = image.numel() / (H * W);
+  TORCH_INTERNAL_ASSERT(kernels ? (H == 3 && W == 3 && transformed.numel() == 16 * planes)
+                                : (planes % channels == 0 && transformed.numel() == 16 * planes * th * tw),
+                        "openreg: launch_winograd sizes");
+  const c10::Device device = out.device();
+  or_pool block = pool_block(op, at::kFloat, planes, H, W, th, tw, {{3, 3}, {1, 1}, padding, {1, 1}});
+  block.channels = static_cast<uint32_t>(channels);
+  std::array<uint32_t, OR_POOL_OPERANDS> pointers{};
+  size_t npointers = 0;
+  pool_operand(block, pointers, npointers, device, OR_POOL_IN, in);
+  pool_operand(block, pointers, npointers, device, OR_POOL_OUT0, out);
+  launch<kPool>(device.index(), block, pointers.data(), npointers, planes > 1 ? transformed.numel() : 0);
+}
+
 void launch_index(at::TensorIteratorBase& iter, or_index_op op, int direct, int indexed, at::IntArrayRef indexed_sizes,
                   at::IntArrayRef indexed_strides, bool wrap, const c10::Scalar& alpha) {
   if (iter.numel() == 0) {

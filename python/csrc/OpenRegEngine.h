@@ -90,6 +90,18 @@ void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, co
 void launch_windows(or_pool_op op, const at::Tensor& image, const at::Tensor& cols, int64_t oh, int64_t ow,
                     const PoolWindow& window);
 
+// The transforms of a 3 x 3, stride 1 float32 convolution computed as
+// Winograd's F(2x2, 3x3) (OR_POOL_WINOGRAD_*, see or_pool), dense operands:
+// the WEIGHT ops read kernels (..., 3, 3) and write (16, kernels); INPUT
+// reads images (N, channels, H, W) and writes (16, channels, N, th * tw) for
+// th x tw tiles of 2 x 2 outputs whose 4 x 4 patches start at -padding;
+// OUTPUT reads such products and writes (N, channels, H, W) outputs with th
+// = (H + 1) / 2, tw = (W + 1) / 2. The weight gradient's adjoints: GRAD
+// reads (N, channels, H, W) output gradients and writes their tiles as
+// OUTPUT reads them; WEIGHT_GRAD reads (16, kernels) and writes (..., 3, 3).
+void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out, int64_t channels, int64_t th,
+                     int64_t tw, const std::array<int64_t, 2>& padding);
+
 // Sorts `values` in place along `dim` (stable; NaN above every number) and
 // writes each element's original position into `indices` (int64, same shape).
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending);

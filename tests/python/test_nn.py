@@ -289,6 +289,48 @@ def test_conv2d_geometries(dtype):
     _forward_backward(lambda t: F.conv1d(t, w1.to(t.device), stride=3, padding=2), x1, dtype=dtype)
 
 
+def _device_kernels(fn):
+    """The names of the device kernels that fn() launches (profiler activity records)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        fn()
+        torch.openreg.synchronize()
+    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1}
+
+
+def test_winograd_convolutions_match_cpu():
+    # 3x3, stride 1 float32 convolutions with 16 or more channels on both sides run as Winograd
+    # F(2x2, 3x3): odd and tiny sizes (partial tiles), every padding edge, the input gradient
+    # (rotated kernels, padding 2 - p) and transposed convolutions (the same two paths swapped).
+    g = torch.Generator().manual_seed(8)
+    tol = {"rtol": 1e-5, "atol": 1e-4}  # sums of up to 288 terms of size 1, in another order than CPU's
+    cases = [  # (input shape, output channels, padding)
+        ((2, 16, 9, 7), 16, 1), ((1, 16, 5, 6), 24, 0), ((3, 20, 1, 1), 16, 1), ((2, 16, 4, 3), 17, 2),
+        ((1, 16, 6, 5), 16, (1, 0)), ((2, 32, 13, 70), 16, 1), ((1, 16, 7, 7), 16, 3),  # padding 3: col2im input grad
+    ]
+    for in_shape, out_channels, padding in cases:
+        x = torch.randn(in_shape, generator=g)
+        w = torch.randn(out_channels, in_shape[1], 3, 3, generator=g)
+        b = torch.randn(out_channels, generator=g)
+        _forward_backward(lambda t: F.conv2d(t, w.to(t.device), b.to(t.device), padding=padding), x,
+                          dtype=torch.float32, tol=tol)
+        _forward_backward(lambda t: F.conv2d(x.to(t.device), t, padding=padding), w, dtype=torch.float32, tol=tol)
+        _forward_backward(lambda t: F.conv_transpose2d(t, w.transpose(0, 1).to(t.device), padding=0), x,
+                          dtype=torch.float32, tol=tol)
+    x, w = torch.randn(2, 16, 8, 8, generator=g).to(DEV), torch.randn(16, 16, 3, 3, generator=g).to(DEV)
+    assert {"pool (winograd_weight)", "pool (winograd_input)", "pool (winograd_output)"} <= _device_kernels(
+        lambda: F.conv2d(x, w, padding=1))
+    x.requires_grad_(), w.requires_grad_()
+    backward = _device_kernels(lambda: F.conv2d(x, w, padding=1).sum().backward())
+    assert {"pool (winograd_weight_flipped)", "pool (winograd_grad)", "pool (winograd_weight_grad)"} <= backward
+    assert "pool (im2col)" not in backward and "pool (col2im)" not in backward, backward
+    x, w = x.detach(), w.detach()
+    # below 16 channels, or other kernels, strides and dtypes: im2col and one product
+    for fn in (lambda: F.conv2d(x[:, :8], w[:, :8], padding=1), lambda: F.conv2d(x, w, stride=2),
+               lambda: F.conv2d(x.double(), w.double()), lambda: F.conv2d(x, w[..., :2])):
+        kernels = _device_kernels(fn)
+        assert "pool (im2col)" in kernels and not any("winograd" in k for k in kernels), kernels
+
+
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
                                 {"kernel_size": (3, 2), "stride": (2, 1), "dilation": (2, 1), "ceil_mode": True},
                                 {"kernel_size": 3, "stride": 2, "ceil_mode": True}])
