@@ -181,6 +181,18 @@ std::unordered_map<c10::OperatorName, OverFunctional>& over_functional() {
   return *forms;
 }
 
+// The out= forms among those whose CPU kernels write only their result's
+// dtype, with CPU's message; the others cast as copy_ does.
+const char* exact_dtype_message(const std::string& name) {
+  if (name == "aten::isposinf.out") {
+    return "isposinf does not support non-boolean outputs.";
+  }
+  if (name == "aten::isneginf.out") {
+    return "isneginf does not support non-boolean outputs.";
+  }
+  return nullptr;
+}
+
 // The boxed kernel of those forms: the functional form runs on the device,
 // then each result is copied (a device copy) into its out= tensor, resized
 // as out= tensors are, or into `self`; results that cannot be cast to the
@@ -217,6 +229,9 @@ void run_over_functional(const c10::OperatorHandle& op, torch::jit::Stack* stack
     const at::Tensor& result = call[i].toTensor();
     TORCH_CHECK(c10::canCast(result.scalar_type(), dst.scalar_type()), "result type ", result.scalar_type(),
                 " can't be cast to the desired output type ", dst.scalar_type());
+    if (const char* message = exact_dtype_message(name)) {
+      TORCH_CHECK(dst.scalar_type() == result.scalar_type(), message);
+    }
     if (form.nout == 0) {
       TORCH_CHECK(dst.sizes() == result.sizes(), "output with shape ", dst.sizes(),
                   " doesn't match the broadcast shape ", result.sizes());

@@ -225,3 +225,8 @@ def test_in_place_forms_over_a_functional_kernel_and_their_dtype_rules():
     torch.testing.assert_close(d.cpu(), p.logit(1e-3))
     with pytest.raises(RuntimeError, match="can't be cast"):
         torch._softmax(_x(2, 3).to("openreg"), 1, False, out=torch.empty(0, dtype=torch.long, device="openreg"))
+    for fn in (torch.isposinf, torch.isneginf):  # bool only, as CPU (bool could be cast to long)
+        out = torch.zeros(3, dtype=torch.long, device="openreg")
+        with pytest.raises(RuntimeError, match="does not support non-boolean outputs"):
+            fn(d[0, :3], out=out)
+        assert torch.equal(out.cpu(), torch.zeros(3, dtype=torch.long))
