@@ -832,32 +832,28 @@ static int needs_exact_trig(const or_elementwise *p, const char *base, const int
 #define OR_TILE 32
 #define OR_TILE_STRIDE 256
 
-/* Fills n elements of `size` bytes at `dst` with the one at `src`, in typed
- * loops that vectorize (a memcpy of a runtime size per element would be a
- * memory.copy call each). */
+/* Fills n elements of `size` bytes at `dst` (16-byte aligned) with the one
+ * at `src`: 16 bytes per store, the value splatted (a memcpy of a runtime
+ * size per element would be a memory.copy call each). */
 static void spread_value(char *dst, const char *src, uint32_t size, int64_t n) {
+  v128_t v;
   switch (size) {
-  case 8: {
-    uint64_t v;
-    __builtin_memcpy(&v, src, 8);
-    for (int64_t j = 0; j < n; j++) ((uint64_t *)dst)[j] = v;
-    return;
-  }
-  case 4: {
-    uint32_t v;
-    __builtin_memcpy(&v, src, 4);
-    for (int64_t j = 0; j < n; j++) ((uint32_t *)dst)[j] = v;
-    return;
-  }
-  case 2: {
-    uint16_t v;
-    __builtin_memcpy(&v, src, 2);
-    for (int64_t j = 0; j < n; j++) ((uint16_t *)dst)[j] = v;
-    return;
-  }
+  case 8:
+    v = wasm_v128_load64_splat(src);
+    break;
+  case 4:
+    v = wasm_v128_load32_splat(src);
+    break;
+  case 2:
+    v = wasm_v128_load16_splat(src);
+    break;
   default:
-    for (int64_t j = 0; j < n; j++) dst[j] = *src;
-    return;
+    v = wasm_v128_load8_splat(src);
+    break;
+  }
+  const int64_t bytes = n * size;
+  for (int64_t j = 0; j < bytes; j += 16) { /* the buffer's padding takes the last partial vector */
+    wasm_v128_store(dst + j, v);
   }
 }
 
@@ -866,20 +862,28 @@ static void spread_value(char *dst, const char *src, uint32_t size, int64_t n) {
  * scalar, a broadcast dimension), all of the compute type's native dtype,
  * into a contiguous output: the constant inputs are spread over a chunk
  * buffer, so `contig` (the vectorized loop) runs over the row chunk by chunk
- * instead of the strided loop element by element.
+ * instead of the strided loop element by element. A chunk is as many
+ * elements as the buffers hold (512 float32s): each call of `contig` costs
+ * a few dozen cycles of set-up, which short chunks pay often.
  */
+#define OR_SPREAD_BYTES (OR_CHUNK * sizeof(double))
 static void row_spread(or_row contig, char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,
                        const uint32_t *dt, uint32_t nt) {
-  _Alignas(16) char spread[OR_MAX_OPERANDS][OR_CHUNK * sizeof(double)];
+  _Alignas(16) char spread[OR_MAX_OPERANDS][OR_SPREAD_BYTES];
   char *chunk[OR_MAX_OPERANDS];
-  const int64_t first = n < OR_CHUNK ? n : OR_CHUNK;
+  int64_t span = n;
   for (uint32_t k = 1; k < nt; k++) {
-    if (st[k] == 0) {
-      spread_value(spread[k], ptr[k], dtype_size(dt[k]), first);
+    if (st[k] == 0 && span > (int64_t)(OR_SPREAD_BYTES / dtype_size(dt[k]))) {
+      span = (int64_t)(OR_SPREAD_BYTES / dtype_size(dt[k]));
     }
   }
-  for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {
-    const int64_t m = n - j0 < OR_CHUNK ? n - j0 : OR_CHUNK;
+  for (uint32_t k = 1; k < nt; k++) {
+    if (st[k] == 0) {
+      spread_value(spread[k], ptr[k], dtype_size(dt[k]), span);
+    }
+  }
+  for (int64_t j0 = 0; j0 < n; j0 += span) {
+    const int64_t m = n - j0 < span ? n - j0 : span;
     chunk[0] = ptr[0] + j0 * st[0];
     for (uint32_t k = 1; k < nt; k++) {
       chunk[k] = st[k] == 0 ? spread[k] : ptr[k] + j0 * st[k];

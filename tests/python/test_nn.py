@@ -306,6 +306,7 @@ def test_winograd_convolutions_match_cpu():
     cases = [  # (input shape, output channels, padding)
         ((2, 16, 9, 7), 16, 1), ((1, 16, 5, 6), 24, 0), ((3, 20, 1, 1), 16, 1), ((2, 16, 4, 3), 17, 2),
         ((1, 16, 6, 5), 16, (1, 0)), ((2, 32, 13, 70), 16, 1), ((1, 16, 7, 7), 16, 3),  # padding 3: col2im input grad
+        ((1, 16, 3, 300), 16, 1),  # tile rows in several chunks
     ]
     for in_shape, out_channels, padding in cases:
         x = torch.randn(in_shape, generator=g)
