@@ -858,25 +858,53 @@ static void spread_value(char *dst, const char *src, uint32_t size, int64_t n) {
 }
 
 /*
- * One row whose inputs are each contiguous or constant along it (a Python
+ * Rows whose inputs are each contiguous or constant along them (a Python
  * scalar, a broadcast dimension), all of the compute type's native dtype,
  * into a contiguous output: the constant inputs are spread over a chunk
  * buffer, so `contig` (the vectorized loop) runs over the row chunk by chunk
  * instead of the strided loop element by element. A chunk is as many
- * elements as the buffers hold (512 float32s): each call of `contig` costs
- * a few dozen cycles of set-up, which short chunks pay often.
+ * elements as the buffers hold (spread_span: 512 float32s), since each call
+ * of `contig` costs a few dozen cycles of set-up. Short rows whose other
+ * operands run on from one row into the next go several to a chunk, each
+ * row's constants side by side.
  */
 #define OR_SPREAD_BYTES (OR_CHUNK * sizeof(double))
-static void row_spread(or_row contig, char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,
-                       const uint32_t *dt, uint32_t nt) {
-  _Alignas(16) char spread[OR_MAX_OPERANDS][OR_SPREAD_BYTES];
-  char *chunk[OR_MAX_OPERANDS];
-  int64_t span = n;
+
+/* The elements a chunk buffer holds for every constant operand. */
+static int64_t spread_span(const int64_t *st, const uint32_t *dt, uint32_t nt) {
+  int64_t span = OR_SPREAD_BYTES;
   for (uint32_t k = 1; k < nt; k++) {
     if (st[k] == 0 && span > (int64_t)(OR_SPREAD_BYTES / dtype_size(dt[k]))) {
       span = (int64_t)(OR_SPREAD_BYTES / dtype_size(dt[k]));
     }
   }
+  return span;
+}
+
+/* `rows` rows of n elements from `ptr`, dimension-1 strides `st1`: one row,
+ * or (rows > 1) rows that fit one chunk together, whose operands other than
+ * the constant ones satisfy st1[k] == n * st[k]. */
+static void rows_spread(or_row contig, char *const *ptr, const int64_t *st, const int64_t *st1, int64_t n,
+                        int64_t rows, const or_scalar *args, const uint32_t *dt, uint32_t nt) {
+  /* 16 bytes of slack: a row's fill rounds up to whole vectors */
+  _Alignas(16) char spread[OR_MAX_OPERANDS][OR_SPREAD_BYTES + 16];
+  char *chunk[OR_MAX_OPERANDS];
+  chunk[0] = ptr[0];
+  if (rows > 1) {
+    for (uint32_t k = 1; k < nt; k++) {
+      chunk[k] = ptr[k];
+      if (st[k] == 0) {
+        const uint32_t size = dtype_size(dt[k]);
+        for (int64_t r = 0; r < rows; r++) {
+          spread_value(spread[k] + r * n * size, ptr[k] + r * st1[k], size, n);
+        }
+        chunk[k] = spread[k];
+      }
+    }
+    contig(chunk, st, rows * n, args, dt);
+    return;
+  }
+  const int64_t span = n < spread_span(st, dt, nt) ? n : spread_span(st, dt, nt);
   for (uint32_t k = 1; k < nt; k++) {
     if (st[k] == 0) {
       spread_value(spread[k], ptr[k], dtype_size(dt[k]), span);
@@ -900,9 +928,19 @@ static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char 
   const int64_t n0 = p->sizes[0];
   const int64_t n1 = p->ndim > 1 ? p->sizes[1] : 1;
   char *ptr[OR_MAX_OPERANDS] = {0};
-  int64_t row_stride[OR_MAX_OPERANDS] = {0};
+  int64_t row_stride[OR_MAX_OPERANDS] = {0}, plane_stride[OR_MAX_OPERANDS] = {0};
   for (uint32_t k = 0; k < nt; k++) {
     row_stride[k] = st[k][0];
+    plane_stride[k] = p->ndim > 1 ? st[k][1] : 0;
+  }
+  /* rows per call of rows_spread: several when they are short and run on */
+  int64_t per = 1;
+  if (spread && !tiled && p->ndim > 1 && n0 <= spread_span(row_stride, dt, nt) / 2) {
+    int runs_on = 1;
+    for (uint32_t k = 0; k < nt; k++) {
+      runs_on &= (k > 0 && row_stride[k] == 0) || plane_stride[k] == n0 * row_stride[k];
+    }
+    per = runs_on ? spread_span(row_stride, dt, nt) / n0 : 1;
   }
   const int64_t step0 = tiled ? OR_TILE : n0;
   const int64_t step1 = tiled ? OR_TILE : n1;
@@ -910,12 +948,12 @@ static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char 
     const int64_t e1 = i1b + step1 < n1 ? i1b + step1 : n1;
     for (int64_t i0b = 0; i0b < n0; i0b += step0) {
       const int64_t len = i0b + step0 < n0 ? step0 : n0 - i0b;
-      for (int64_t i1 = i1b; i1 < e1; i1++) {
+      for (int64_t i1 = i1b; i1 < e1; i1 += per) {
         for (uint32_t k = 0; k < nt; k++) {
-          ptr[k] = base[k] + i1 * (p->ndim > 1 ? st[k][1] : 0) + i0b * st[k][0];
+          ptr[k] = base[k] + i1 * plane_stride[k] + i0b * st[k][0];
         }
         if (spread) {
-          row_spread(spread, ptr, row_stride, len, p->args, dt, nt);
+          rows_spread(spread, ptr, row_stride, plane_stride, len, e1 - i1 < per ? e1 - i1 : per, p->args, dt, nt);
         } else {
           row(ptr, row_stride, len, p->args, dt);
         }
@@ -1125,7 +1163,7 @@ EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worke
   /* Choose the row loop once: the row strides are the same for every row.
    * Operands of the dtypes the loops read (`want`) take the contiguous loop
    * when every row is contiguous, or when the inputs are contiguous or
-   * constant along rows (row_spread), else the strided loop; any other dtype
+   * constant along rows (rows_spread), else the strided loop; any other dtype
    * mix takes the converting loop. */
   or_row contig = loops->contig;
   or_row strided = loops->strided;

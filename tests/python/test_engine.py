@@ -480,9 +480,11 @@ def test_broadcasting_python_scalars_and_cpu_scalar_tensors():
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.int64, torch.uint8), ids=str)
 def test_operands_constant_along_rows_of_every_length(dtype):
     # A (rows, 1) operand is constant along each row: it is spread over a buffer as long as the
-    # buffers allow (512 float32s, 1024 float16s, ...), and rows longer than that run in chunks.
-    for n in (1, 7, 256, 511, 512, 513, 1024, 1500, 2049, 4100):
-        x, r, c = _values((3, n), dtype, n), _values((3, 1), dtype, n + 1), _values((1, 1), dtype, n + 2)
+    # buffers allow (512 float32s, 1024 float16s, ...); rows longer than that run in chunks, and
+    # short rows go several to a chunk (each row's value side by side), the last chunk partial.
+    shapes = [(3, n) for n in (1, 7, 256, 511, 512, 513, 1024, 1500, 2049, 4100)] + [(300, 7), (1030, 2), (64, 100)]
+    for rows, n in shapes:
+        x, r, c = _values((rows, n), dtype, n), _values((rows, 1), dtype, n + 1), _values((1, 1), dtype, n + 2)
         _check(lambda a, b: a * b, x, r, exact=True)
         _check(lambda a, b, k: a * b + k, x, r, c, exact=True)
         _check(lambda a, b: torch.where(a > b, a, b), x, r, exact=True)
