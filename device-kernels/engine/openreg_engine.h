@@ -701,6 +701,19 @@ enum or_softmax_op {
  * WINOGRAD_WEIGHT_GRAD: in: (16, planes), the gradient of each kernel's U
  *          (summed over tiles: the caller's GEMM); out0: `planes` planes of
  *          3 x 3, G^T dU G.
+ * The transforms subtract patch elements, so an infinite input makes NaN
+ * where the direct sum is +-inf; these recompute each NaN element of a
+ * result as the direct sum (finite elements are left alone):
+ * WINOGRAD_FIXUP: out0: the output, `planes` = N x O planes of out_height x
+ *          out_width (samples = N); in: the input, N x `channels` planes of
+ *          height x width, zero-padded by `padding`; out1: the kernels (O,
+ *          channels, 3, 3), read.
+ * WINOGRAD_FIXUP_ROTATED: the same with out1 the kernels (channels, O, 3,
+ *          3) rotated by 180 degrees (the input gradient's convolution).
+ * WINOGRAD_WEIGHT_GRAD_FIXUP: out0: the weight gradient, `planes` = O x
+ *          `channels` planes of 3 x 3; in: the input as for FIXUP (samples =
+ *          N); out1: the output's gradient, N x O planes of out_height x
+ *          out_width, read.
  */
 #define OR_POOL_OPS(X)         \
   X(MAX)                       \
@@ -714,7 +727,10 @@ enum or_softmax_op {
   X(WINOGRAD_INPUT)            \
   X(WINOGRAD_OUTPUT)           \
   X(WINOGRAD_GRAD)             \
-  X(WINOGRAD_WEIGHT_GRAD)
+  X(WINOGRAD_WEIGHT_GRAD)      \
+  X(WINOGRAD_FIXUP)            \
+  X(WINOGRAD_FIXUP_ROTATED)    \
+  X(WINOGRAD_WEIGHT_GRAD_FIXUP)
 
 enum or_pool_op {
 #define OR_POOL_ENUM(name) OR_POOL_##name,
@@ -732,10 +748,11 @@ typedef struct or_pool {
   uint32_t op;    /* enum or_pool_op */
   uint32_t dtype; /* of in and out0: OR_F32, OR_F64 or OR_I64 (IM2COL: any) */
   uint32_t count_include_pad;
-  uint32_t channels; /* WINOGRAD_INPUT, _OUTPUT and _GRAD: planes per sample */
+  uint32_t channels; /* WINOGRAD_INPUT, _OUTPUT, _GRAD: planes per sample; fix-ups: the input's */
   int64_t planes, height, width, out_height, out_width;
   int64_t kernel[2], stride[2], padding[2], dilation[2];
   int64_t divisor; /* AVG: the divisor_override, or 0 */
+  int64_t samples; /* the WINOGRAD fix-ups: N */
   uint64_t data[OR_POOL_OPERANDS];
 } or_pool;
 

@@ -502,6 +502,89 @@ NOINLINE NO_FILL static void winograd_grad_plane(window g, const float *restrict
   }
 }
 
+/* ---- non-finite fix-ups ----
+ *
+ * The transforms subtract patch elements, so an infinite input makes NaN
+ * where the direct sum is +-inf: outputs (or weight-gradient elements) that
+ * came out NaN are computed again as the direct sum, whose non-finite
+ * results are those of any order of its terms (NaN if any term is, or if
+ * +inf meets -inf, else the infinity). Finite results stay as they are. */
+
+/* The direct sum of one output of a 3 x 3, stride 1 convolution at input
+ * row y0 and column x0 (its window's corner): over channels c of `x` (planes
+ * of H x W) and window positions, times w[c * cstride + i * 3 + j], or the
+ * kernel rotated by 180 degrees. */
+static float direct_output(const float *x, int64_t C, int64_t H, int64_t W, int64_t y0, int64_t x0, const float *w,
+                           int64_t cstride, int rotated) {
+  float sum = 0;
+  for (int64_t c = 0; c < C; c++) {
+    for (int64_t i = 0; i < 3; i++) {
+      const int64_t y = y0 + i;
+      if (y < 0 || y >= H) continue;
+      SCALAR for (int64_t j = 0; j < 3; j++) {
+        const int64_t xx = x0 + j;
+        if (xx < 0 || xx >= W) continue;
+        sum += x[(c * H + y) * W + xx] * w[c * cstride + (rotated ? (2 - i) * 3 + (2 - j) : i * 3 + j)];
+      }
+    }
+  }
+  return sum;
+}
+
+/* FIXUP (and _ROTATED, the input gradient's): output plane q (sample n,
+ * output channel o) of out_height x out_width from input planes of height x
+ * width (`channels` per sample) and kernels `w`: (O, C, 3, 3), or the
+ * input gradient's (C_in, O, 3, 3) read rotated and transposed. */
+NOINLINE static void winograd_fixup_plane(window g, int64_t q, int64_t C, int64_t O, const float *x, const float *w,
+                                          float *out, int rotated) {
+  const int64_t n = q / O, o = q % O;
+  const float *xs = x + n * C * g.H * g.W;
+  const float *wo = rotated ? w + o * 9 : w + o * C * 9;
+  const int64_t cstride = rotated ? O * 9 : 9;
+  float *plane = out + q * g.OH * g.OW;
+  const int64_t count = g.OH * g.OW;
+  for (int64_t e0 = 0; e0 < count; e0 += 4) {
+    if (e0 + 4 <= count) { /* four at a time: NaN is rare */
+      const v128_t v = wasm_v128_load(plane + e0);
+      if (!wasm_v128_any_true(wasm_f32x4_ne(v, v))) continue;
+    }
+    for (int64_t e = e0; e < e0 + 4 && e < count; e++) {
+      if (plane[e] == plane[e]) continue;
+      const int64_t oy = e / g.OW, ox = e % g.OW;
+      plane[e] = direct_output(xs, C, g.H, g.W, oy - g.ph, ox - g.pw, wo, cstride, rotated);
+    }
+  }
+}
+
+/* WEIGHT_GRAD_FIXUP: the NaN elements of kernel plane q (output channel
+ * o, input channel c) of the weight gradient, as the direct sum over
+ * samples and outputs of grad[n][o][oy][ox] * x[n][c][oy - ph + i][ox - pw +
+ * j]; x: N x C planes of H x W, grad: N x O planes of OH x OW. */
+NOINLINE static void winograd_weight_grad_fixup_plane(window g, int64_t q, int64_t C, int64_t O, int64_t N,
+                                                      const float *x, const float *grad, float *dw) {
+  const int64_t o = q / C, c = q % C;
+  for (int64_t e = 0; e < 9; e++) {
+    float *d = dw + q * 9 + e;
+    if (*d == *d) continue;
+    const int64_t i = e / 3, j = e % 3;
+    float sum = 0;
+    for (int64_t n = 0; n < N; n++) {
+      const float *xp = x + (n * C + c) * g.H * g.W;
+      const float *gp = grad + (n * O + o) * g.OH * g.OW;
+      for (int64_t oy = 0; oy < g.OH; oy++) {
+        const int64_t y = oy - g.ph + i;
+        if (y < 0 || y >= g.H) continue;
+        SCALAR for (int64_t ox = 0; ox < g.OW; ox++) {
+          const int64_t xx = ox - g.pw + j;
+          if (xx < 0 || xx >= g.W) continue;
+          sum += gp[oy * g.OW + ox] * xp[y * g.W + xx];
+        }
+      }
+    }
+    *d = sum;
+  }
+}
+
 static void winograd(const or_pool *p, int32_t worker, int32_t workers) {
   if (p->dtype != OR_F32 || p->kernel[0] != 3 || p->kernel[1] != 3 || p->stride[0] != 1 || p->stride[1] != 1 ||
       p->dilation[0] != 1 || p->dilation[1] != 1) {
@@ -511,6 +594,23 @@ static void winograd(const or_pool *p, int32_t worker, int32_t workers) {
   float *out = (float *)device_ptr(p->data[OR_POOL_OUT0]);
   int64_t lo, hi;
   split_range(p->planes, 1, worker, workers, &lo, &hi);
+  if (p->op == OR_POOL_WINOGRAD_FIXUP || p->op == OR_POOL_WINOGRAD_FIXUP_ROTATED ||
+      p->op == OR_POOL_WINOGRAD_WEIGHT_GRAD_FIXUP) {
+    const int64_t C = p->channels, N = p->samples;
+    if (C <= 0 || N <= 0 || p->planes % (p->op == OR_POOL_WINOGRAD_WEIGHT_GRAD_FIXUP ? C : N) != 0) {
+      TRAP();
+    }
+    const float *other = (const float *)device_ptr(p->data[OR_POOL_OUT1]); /* the kernels, or the gradient */
+    const window g = window_of(p);
+    for (int64_t q = lo; q < hi; q++) {
+      if (p->op == OR_POOL_WINOGRAD_WEIGHT_GRAD_FIXUP) {
+        winograd_weight_grad_fixup_plane(g, q, C, p->planes / C, N, in, other, out);
+      } else {
+        winograd_fixup_plane(g, q, C, p->planes / N, in, other, out, p->op == OR_POOL_WINOGRAD_FIXUP_ROTATED);
+      }
+    }
+    return;
+  }
   if (p->op == OR_POOL_WINOGRAD_WEIGHT || p->op == OR_POOL_WINOGRAD_WEIGHT_FLIPPED) {
     winograd_weight(in, out, p->planes, lo, hi, p->op == OR_POOL_WINOGRAD_WEIGHT_FLIPPED);
     return;

@@ -701,6 +701,34 @@ void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out,
   launch<kPool>(device.index(), block, pointers.data(), npointers, planes > 1 ? transformed.numel() : 0);
 }
 
+void launch_winograd_fixup(or_pool_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& other,
+                           const std::array<int64_t, 2>& padding) {
+  const bool weight_grad = op == OR_POOL_WINOGRAD_WEIGHT_GRAD_FIXUP;
+  TORCH_INTERNAL_ASSERT((weight_grad || op == OR_POOL_WINOGRAD_FIXUP || op == OR_POOL_WINOGRAD_FIXUP_ROTATED) &&
+                            result.is_contiguous() && input.is_contiguous() && other.is_contiguous() &&
+                            result.dim() == 4 && input.dim() == 4 && other.dim() == 4 &&
+                            result.scalar_type() == at::kFloat && input.scalar_type() == at::kFloat &&
+                            other.scalar_type() == at::kFloat,
+                        "openreg: launch_winograd_fixup operands");
+  if (result.numel() == 0 || input.numel() == 0) {
+    return;
+  }
+  // the convolution's output: the result, or the gradient given
+  const at::Tensor& output = weight_grad ? other : result;
+  const int64_t planes = weight_grad ? result.numel() / 9 : result.size(0) * result.size(1);
+  const c10::Device device = result.device();
+  or_pool block = pool_block(op, at::kFloat, planes, input.size(2), input.size(3), output.size(2), output.size(3),
+                             {{3, 3}, {1, 1}, padding, {1, 1}});
+  block.channels = static_cast<uint32_t>(input.size(1));
+  block.samples = input.size(0);
+  std::array<uint32_t, OR_POOL_OPERANDS> pointers{};
+  size_t npointers = 0;
+  pool_operand(block, pointers, npointers, device, OR_POOL_IN, input);
+  pool_operand(block, pointers, npointers, device, OR_POOL_OUT0, result);
+  pool_operand(block, pointers, npointers, device, OR_POOL_OUT1, other);
+  launch<kPool>(device.index(), block, pointers.data(), npointers, planes > 1 ? result.numel() : 0);
+}
+
 void launch_index(at::TensorIteratorBase& iter, or_index_op op, int direct, int indexed, at::IntArrayRef indexed_sizes,
                   at::IntArrayRef indexed_strides, bool wrap, const c10::Scalar& alpha) {
   if (iter.numel() == 0) {

@@ -102,6 +102,16 @@ void launch_windows(or_pool_op op, const at::Tensor& image, const at::Tensor& co
 void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out, int64_t channels, int64_t th,
                      int64_t tw, const std::array<int64_t, 2>& padding);
 
+// Recomputes each NaN element of a Winograd result as the direct sum (the
+// transforms turn an infinite input into NaN where that sum is +-inf):
+// FIXUP: `result` the output (N, O, oh, ow) of `input` (N, C, H, W) with
+// kernels `other` (O, C, 3, 3); FIXUP_ROTATED: with the input gradient's
+// kernels, `other` (C, O, 3, 3) rotated; WEIGHT_GRAD_FIXUP: `result` the
+// weight gradient (O, C, 3, 3) of `input` and output gradient `other` (N, O,
+// oh, ow). float32, dense.
+void launch_winograd_fixup(or_pool_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& other,
+                           const std::array<int64_t, 2>& padding);
+
 // Sorts `values` in place along `dim` (stable; NaN above every number) and
 // writes each element's original position into `indices` (int64, same shape).
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending);

@@ -916,6 +916,10 @@ Tensor from4d(const Conv2d& c, const Tensor& t) {
 // for three transform launches (or_pool's WINOGRAD ops). The transforms
 // multiply by 0, +-1 and 0.5 only, so the result differs from a direct sum
 // by rounding of the same size; it does not depend on the worker count.
+// They also subtract patch elements, so an infinite input would give NaN
+// where the direct sum is +-inf: a fix-up launch recomputes each NaN of a
+// result as the direct sum (CPU's infinities and NaNs; a scan when there is
+// none).
 
 // Channels below which im2col and one product are as fast: the transformed
 // products' depth is C (O for the input gradient) instead of 9 C, and the
@@ -927,32 +931,39 @@ bool winograd_fits(const Conv2d& c, const Tensor& x) {
          c.dilation == Pair{1, 1} && c.C >= kWinogradChannels && c.O >= kWinogradChannels;
 }
 
-// The 3 x 3 convolution of x (N, C, H, W), zero-padded by `padding`, with
-// the kernels u (16, O, C) in the transformed space: (N, O, oh, ow).
-Tensor winograd_conv(const Tensor& x, const Tensor& u, const Pair& padding, int64_t oh, int64_t ow) {
-  const int64_t N = x.size(0), C = x.size(1), O = u.size(1);
-  const int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2;
-  Tensor out = at::empty({N, O, oh, ow}, x.options());
-  if (out.numel() == 0) {
-    return out;
-  }
-  Tensor patches = at::empty({16, C, N * th * tw}, x.options());
-  engine::launch_winograd(engine::OR_POOL_WINOGRAD_INPUT, x.contiguous(), patches, C, th, tw, padding);
-  const Tensor products = at::bmm(u, patches); // (16, O, N * tiles)
-  engine::launch_winograd(engine::OR_POOL_WINOGRAD_OUTPUT, products, out, O, th, tw, {0, 0});
-  return out;
-}
-
 // The kernels (O, C, 3, 3) in the transformed space, (16, O, C); rotated by
-// 180 degrees if `flipped`.
-Tensor winograd_weight(const Tensor& weight, bool flipped) {
+// 180 degrees if `rotated`.
+Tensor winograd_weight(const Tensor& weight, bool rotated) {
   Tensor u = at::empty({16, weight.size(0), weight.size(1)}, weight.options());
-  engine::launch_winograd(flipped ? engine::OR_POOL_WINOGRAD_WEIGHT_FLIPPED : engine::OR_POOL_WINOGRAD_WEIGHT,
+  engine::launch_winograd(rotated ? engine::OR_POOL_WINOGRAD_WEIGHT_FLIPPED : engine::OR_POOL_WINOGRAD_WEIGHT,
                           weight.contiguous(), u, 1, 0, 0, {0, 0});
   return u;
 }
 
-// The weight gradient of winograd_conv(x, U, padding): the adjoint of each
+// The 3 x 3 convolution of x (N, C, H, W), zero-padded by `padding`, with
+// `weight` (O, C, 3, 3), or (rotated) with its kernels rotated by 180 degrees
+// and transposed, (C, O) for the input gradient: (N, O, oh, ow), each NaN
+// of the result recomputed as the direct sum.
+Tensor winograd_conv(const Tensor& x, const Tensor& weight, bool rotated, const Pair& padding, int64_t oh,
+                     int64_t ow) {
+  const Tensor input = x.contiguous(), w = weight.contiguous();
+  const int64_t N = input.size(0), C = input.size(1), O = rotated ? w.size(1) : w.size(0);
+  const int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2;
+  Tensor out = at::empty({N, O, oh, ow}, input.options());
+  if (out.numel() == 0) {
+    return out;
+  }
+  Tensor u = winograd_weight(w, rotated);
+  Tensor patches = at::empty({16, C, N * th * tw}, input.options());
+  engine::launch_winograd(engine::OR_POOL_WINOGRAD_INPUT, input, patches, C, th, tw, padding);
+  const Tensor products = at::bmm(rotated ? u.transpose(1, 2) : u, patches); // (16, O, N * tiles)
+  engine::launch_winograd(engine::OR_POOL_WINOGRAD_OUTPUT, products, out, O, th, tw, {0, 0});
+  engine::launch_winograd_fixup(rotated ? engine::OR_POOL_WINOGRAD_FIXUP_ROTATED : engine::OR_POOL_WINOGRAD_FIXUP, out,
+                                input, w, padding);
+  return out;
+}
+
+// The weight gradient of winograd_conv(x, weight, false, ...): the adjoint of each
 // step, U's gradient (16, O, C) the product of the output gradient's tiles
 // (16, O, N * tiles) and the input's (16, C, N * tiles) over all tiles, then
 // G^T dU G per kernel.
@@ -962,19 +973,22 @@ Tensor winograd_weight_grad(const Conv2d& c, const Tensor& x, const Tensor& grad
   if (c.N * th * tw == 0) {
     return weight_grad.zero_();
   }
+  const Tensor input = x.contiguous(), output_grad = grad.contiguous();
   Tensor patches = at::empty({16, c.C, c.N * th * tw}, x.options());
-  engine::launch_winograd(engine::OR_POOL_WINOGRAD_INPUT, x.contiguous(), patches, c.C, th, tw, c.padding);
+  engine::launch_winograd(engine::OR_POOL_WINOGRAD_INPUT, input, patches, c.C, th, tw, c.padding);
   Tensor tiles = at::empty({16, c.O, c.N * th * tw}, x.options());
-  engine::launch_winograd(engine::OR_POOL_WINOGRAD_GRAD, grad.contiguous(), tiles, c.O, th, tw, {0, 0});
+  engine::launch_winograd(engine::OR_POOL_WINOGRAD_GRAD, output_grad, tiles, c.O, th, tw, {0, 0});
   const Tensor u_grad = at::bmm(tiles, patches.transpose(1, 2)); // (16, O, C)
   engine::launch_winograd(engine::OR_POOL_WINOGRAD_WEIGHT_GRAD, u_grad, weight_grad, 1, 0, 0, {0, 0});
+  engine::launch_winograd_fixup(engine::OR_POOL_WINOGRAD_WEIGHT_GRAD_FIXUP, weight_grad, input, output_grad,
+                                c.padding);
   return weight_grad;
 }
 
 // The plain convolution: out[n, g] = weight[g] (O/g, K) @ cols[n, g] (K, P).
 Tensor conv_forward(const Conv2d& c, const Tensor& x, const Tensor& weight) {
   if (winograd_fits(c, x)) {
-    return winograd_conv(x, winograd_weight(weight, false), c.padding, c.oh, c.ow);
+    return winograd_conv(x, weight, false, c.padding, c.oh, c.ow);
   }
   const int64_t g = c.groups;
   Tensor out = at::empty({c.N, g, c.O / g, c.oh * c.ow}, x.options());
@@ -1015,8 +1029,7 @@ Tensor conv_input_grad(const Conv2d& c, const Tensor& weight, const Tensor& grad
   if (winograd_fits(c, grad) && c.padding[0] <= 2 && c.padding[1] <= 2) {
     // the convolution of grad, padded by 2 - padding, with the kernels
     // rotated and transposed (C, O)
-    return winograd_conv(grad, winograd_weight(weight, true).transpose(1, 2), {2 - c.padding[0], 2 - c.padding[1]},
-                         c.H, c.W);
+    return winograd_conv(grad, weight, true, {2 - c.padding[0], 2 - c.padding[1]}, c.H, c.W);
   }
   const int64_t g = c.groups, P = c.oh * c.ow;
   const int64_t K = c.C / g * c.kh * c.kw;

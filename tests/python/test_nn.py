@@ -332,6 +332,31 @@ def test_winograd_convolutions_match_cpu():
         assert "pool (im2col)" in kernels and not any("winograd" in k for k in kernels), kernels
 
 
+def test_winograd_gives_cpus_infinities_and_nans():
+    # The transforms subtract patch elements: without the fix-up, an infinite input gives NaN
+    # where CPU's direct sum gives +-inf. Forward, input and weight gradients, against CPU.
+    g = torch.Generator().manual_seed(9)
+    x, w = torch.randn(2, 16, 7, 6, generator=g), torch.rand(16, 16, 3, 3, generator=g)
+    x[0, 3, 2, 2], x[1, 5, 0, 5], x[1, 7, 4, 1] = float("inf"), float("-inf"), float("nan")
+    seed = torch.rand(2, 16, 7, 6, generator=g)
+    bad_seed = seed.clone()  # the input gradient's own input
+    bad_seed[0, 1, 3, 3], bad_seed[1, 2, 6, 0], bad_seed[0, 9, 0, 0] = float("inf"), float("-inf"), float("nan")
+    results = []
+    for device in ("cpu", DEV):
+        xd, wd = x.to(device).requires_grad_(), w.to(device).requires_grad_()
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            out = F.conv2d(xd, wd, padding=1)
+            (weight_grad,) = torch.autograd.grad(out, wd, seed.to(device), retain_graph=True)
+            (input_grad,) = torch.autograd.grad(out, xd, bad_seed.to(device))
+        results.append([t.detach().cpu() for t in (out, weight_grad, input_grad)])
+    for got, expected in zip(results[1], results[0]):
+        assert expected.isinf().any() and expected.isnan().any()
+        assert torch.equal(got.isnan(), expected.isnan())
+        assert torch.equal(got.isinf(), expected.isinf()) and torch.equal(got.isposinf(), expected.isposinf())
+        finite = expected.isfinite()
+        torch.testing.assert_close(got[finite], expected[finite], rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
                                 {"kernel_size": (3, 2), "stride": (2, 1), "dilation": (2, 1), "ceil_mode": True},
                                 {"kernel_size": 3, "stride": 2, "ceil_mode": True}])
