@@ -683,7 +683,7 @@ enum or_softmax_op {
  * WINOGRAD_WEIGHT: in: kernels, `planes` (O * C) planes of 3 x 3; out0: (16,
  *          planes): element xi of plane q at xi * planes + q, U = G g G^T
  *          with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
- * WINOGRAD_WEIGHT_FLIPPED: the same for each kernel rotated by 180 degrees
+ * WINOGRAD_WEIGHT_ROTATED: the same for each kernel rotated by 180 degrees
  *          (the input gradient's kernel).
  * WINOGRAD_INPUT: in: image planes of height x width, `planes` = N *
  *          `channels`; out0: (16, channels, N, tiles), the patch of tile
@@ -723,7 +723,7 @@ enum or_softmax_op {
   X(IM2COL)                    \
   X(COL2IM)                    \
   X(WINOGRAD_WEIGHT)           \
-  X(WINOGRAD_WEIGHT_FLIPPED)   \
+  X(WINOGRAD_WEIGHT_ROTATED)   \
   X(WINOGRAD_INPUT)            \
   X(WINOGRAD_OUTPUT)           \
   X(WINOGRAD_GRAD)             \

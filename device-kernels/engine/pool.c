@@ -284,14 +284,14 @@ OR_DEFINE_COL2IM(F64, double)
  * Float32 only. Workers split planes; each output element is one fixed
  * expression of its inputs, so nothing depends on how many workers. */
 
-/* U = G g G^T for each 3 x 3 kernel g (rotated by 180 degrees if flip),
+/* U = G g G^T for each 3 x 3 kernel g (rotated by 180 degrees if rotated),
  * element xi at xi * planes + q. */
-static void winograd_weight(const float *in, float *out, int64_t planes, int64_t lo, int64_t hi, int flip) {
+static void winograd_weight(const float *in, float *out, int64_t planes, int64_t lo, int64_t hi, int rotated) {
   for (int64_t q = lo; q < hi; q++) {
     float g[3][3];
     for (int r = 0; r < 3; r++) {
       for (int c = 0; c < 3; c++) {
-        g[r][c] = flip ? in[q * 9 + (2 - r) * 3 + (2 - c)] : in[q * 9 + r * 3 + c];
+        g[r][c] = rotated ? in[q * 9 + (2 - r) * 3 + (2 - c)] : in[q * 9 + r * 3 + c];
       }
     }
     float gg[4][3]; /* G g */
@@ -611,8 +611,8 @@ static void winograd(const or_pool *p, int32_t worker, int32_t workers) {
     }
     return;
   }
-  if (p->op == OR_POOL_WINOGRAD_WEIGHT || p->op == OR_POOL_WINOGRAD_WEIGHT_FLIPPED) {
-    winograd_weight(in, out, p->planes, lo, hi, p->op == OR_POOL_WINOGRAD_WEIGHT_FLIPPED);
+  if (p->op == OR_POOL_WINOGRAD_WEIGHT || p->op == OR_POOL_WINOGRAD_WEIGHT_ROTATED) {
+    winograd_weight(in, out, p->planes, lo, hi, p->op == OR_POOL_WINOGRAD_WEIGHT_ROTATED);
     return;
   }
   if (p->op == OR_POOL_WINOGRAD_WEIGHT_GRAD) {

@@ -673,7 +673,7 @@ void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, co
 
 void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out, int64_t channels, int64_t th,
                      int64_t tw, const std::array<int64_t, 2>& padding) {
-  const bool kernels = op == OR_POOL_WINOGRAD_WEIGHT || op == OR_POOL_WINOGRAD_WEIGHT_FLIPPED ||
+  const bool kernels = op == OR_POOL_WINOGRAD_WEIGHT || op == OR_POOL_WINOGRAD_WEIGHT_ROTATED ||
                        op == OR_POOL_WINOGRAD_WEIGHT_GRAD;
   const bool to_image = op == OR_POOL_WINOGRAD_OUTPUT || op == OR_POOL_WINOGRAD_WEIGHT_GRAD;
   TORCH_INTERNAL_ASSERT((kernels || op == OR_POOL_WINOGRAD_INPUT || op == OR_POOL_WINOGRAD_OUTPUT ||

@@ -935,7 +935,7 @@ bool winograd_fits(const Conv2d& c, const Tensor& x) {
 // 180 degrees if `rotated`.
 Tensor winograd_weight(const Tensor& weight, bool rotated) {
   Tensor u = at::empty({16, weight.size(0), weight.size(1)}, weight.options());
-  engine::launch_winograd(rotated ? engine::OR_POOL_WINOGRAD_WEIGHT_FLIPPED : engine::OR_POOL_WINOGRAD_WEIGHT,
+  engine::launch_winograd(rotated ? engine::OR_POOL_WINOGRAD_WEIGHT_ROTATED : engine::OR_POOL_WINOGRAD_WEIGHT,
                           weight.contiguous(), u, 1, 0, 0, {0, 0});
   return u;
 }

@@ -322,7 +322,7 @@ def test_winograd_convolutions_match_cpu():
         lambda: F.conv2d(x, w, padding=1))
     x.requires_grad_(), w.requires_grad_()
     backward = _device_kernels(lambda: F.conv2d(x, w, padding=1).sum().backward())
-    assert {"pool (winograd_weight_flipped)", "pool (winograd_grad)", "pool (winograd_weight_grad)"} <= backward
+    assert {"pool (winograd_weight_rotated)", "pool (winograd_grad)", "pool (winograd_weight_grad)"} <= backward
     assert "pool (im2col)" not in backward and "pool (col2im)" not in backward, backward
     x, w = x.detach(), w.detach()
     # below 16 channels, or other kernels, strides and dtypes: im2col and one product
