@@ -883,9 +883,9 @@ static int64_t spread_span(const int64_t *st, const uint32_t *dt, uint32_t nt) {
 
 /* `rows` rows of n elements from `ptr`, dimension-1 strides `st1`: one row,
  * or (rows > 1) rows that fit one chunk together, whose operands other than
- * the constant ones satisfy st1[k] == n * st[k]. */
+ * the constant ones satisfy st1[k] == n * st[k]; `span` is spread_span's. */
 static void rows_spread(or_row contig, char *const *ptr, const int64_t *st, const int64_t *st1, int64_t n,
-                        int64_t rows, const or_scalar *args, const uint32_t *dt, uint32_t nt) {
+                        int64_t rows, int64_t span, const or_scalar *args, const uint32_t *dt, uint32_t nt) {
   /* 16 bytes of slack: a row's fill rounds up to whole vectors */
   _Alignas(16) char spread[OR_MAX_OPERANDS][OR_SPREAD_BYTES + 16];
   char *chunk[OR_MAX_OPERANDS];
@@ -904,7 +904,9 @@ static void rows_spread(or_row contig, char *const *ptr, const int64_t *st, cons
     contig(chunk, st, rows * n, args, dt);
     return;
   }
-  const int64_t span = n < spread_span(st, dt, nt) ? n : spread_span(st, dt, nt);
+  if (span > n) {
+    span = n;
+  }
   for (uint32_t k = 1; k < nt; k++) {
     if (st[k] == 0) {
       spread_value(spread[k], ptr[k], dtype_size(dt[k]), span);
@@ -934,13 +936,14 @@ static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char 
     plane_stride[k] = p->ndim > 1 ? st[k][1] : 0;
   }
   /* rows per call of rows_spread: several when they are short and run on */
+  const int64_t span = spread ? spread_span(row_stride, dt, nt) : 0;
   int64_t per = 1;
-  if (spread && !tiled && p->ndim > 1 && n0 <= spread_span(row_stride, dt, nt) / 2) {
+  if (spread && !tiled && p->ndim > 1 && n0 <= span / 2) {
     int runs_on = 1;
     for (uint32_t k = 0; k < nt; k++) {
       runs_on &= (k > 0 && row_stride[k] == 0) || plane_stride[k] == n0 * row_stride[k];
     }
-    per = runs_on ? spread_span(row_stride, dt, nt) / n0 : 1;
+    per = runs_on ? span / n0 : 1;
   }
   const int64_t step0 = tiled ? OR_TILE : n0;
   const int64_t step1 = tiled ? OR_TILE : n1;
@@ -953,7 +956,8 @@ static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char 
           ptr[k] = base[k] + i1 * plane_stride[k] + i0b * st[k][0];
         }
         if (spread) {
-          rows_spread(spread, ptr, row_stride, plane_stride, len, e1 - i1 < per ? e1 - i1 : per, p->args, dt, nt);
+          rows_spread(spread, ptr, row_stride, plane_stride, len, e1 - i1 < per ? e1 - i1 : per, span, p->args, dt,
+                      nt);
         } else {
           row(ptr, row_stride, len, p->args, dt);
         }

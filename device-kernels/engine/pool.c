@@ -479,10 +479,10 @@ NOINLINE NO_FILL static void winograd_grad_plane(window g, const float *restrict
       }
       float *dst = out + ty * g.OW + tx0;
       for (int64_t t = 0; t < nt; t += 4) {
+        const v128_t a0 = wasm_v128_load(rows[0] + 2 * t), a1 = wasm_v128_load(rows[0] + 2 * t + 4);
+        const v128_t b0 = wasm_v128_load(rows[1] + 2 * t), b1 = wasm_v128_load(rows[1] + 2 * t + 4);
         v128_t z[4][2]; /* A dY */
         for (int b = 0; b < 2; b++) {
-          const v128_t a0 = wasm_v128_load(rows[0] + 2 * t), a1 = wasm_v128_load(rows[0] + 2 * t + 4);
-          const v128_t b0 = wasm_v128_load(rows[1] + 2 * t), b1 = wasm_v128_load(rows[1] + 2 * t + 4);
           const v128_t y0 = b ? wasm_i32x4_shuffle(a0, a1, 1, 3, 5, 7) : wasm_i32x4_shuffle(a0, a1, 0, 2, 4, 6);
           const v128_t y1 = b ? wasm_i32x4_shuffle(b0, b1, 1, 3, 5, 7) : wasm_i32x4_shuffle(b0, b1, 0, 2, 4, 6);
           z[0][b] = y0;

@@ -169,18 +169,6 @@ void register_structured_ops_to_fallback() {
 
 // ---- out= and in-place forms over a functional device kernel ----
 
-// An out= form (`x.out`, `x.grad_input`, ...) or in-place form (`x_`) whose
-// functional form has a device kernel: the functional form it runs.
-struct OverFunctional {
-  c10::OperatorHandle functional;
-  size_t nout; // trailing out= arguments (0: in place, into the first argument)
-};
-
-std::unordered_map<c10::OperatorName, OverFunctional>& over_functional() {
-  static auto* forms = new std::unordered_map<c10::OperatorName, OverFunctional>();
-  return *forms;
-}
-
 // The out= forms among those whose CPU kernels write only their result's
 // dtype, with CPU's message; the others cast as copy_ does.
 const char* exact_dtype_message(const std::string& name) {
@@ -191,6 +179,19 @@ const char* exact_dtype_message(const std::string& name) {
     return "isneginf does not support non-boolean outputs.";
   }
   return nullptr;
+}
+
+// An out= form (`x.out`, `x.grad_input`, ...) or in-place form (`x_`) whose
+// functional form has a device kernel: the functional form it runs.
+struct OverFunctional {
+  c10::OperatorHandle functional;
+  size_t nout; // trailing out= arguments (0: in place, into the first argument)
+  const char* exact_dtype; // CPU's message if out= must have the result's dtype (exact_dtype_message)
+};
+
+std::unordered_map<c10::OperatorName, OverFunctional>& over_functional() {
+  static auto* forms = new std::unordered_map<c10::OperatorName, OverFunctional>();
+  return *forms;
 }
 
 // The boxed kernel of those forms: the functional form runs on the device,
@@ -229,8 +230,8 @@ void run_over_functional(const c10::OperatorHandle& op, torch::jit::Stack* stack
     const at::Tensor& result = call[i].toTensor();
     TORCH_CHECK(c10::canCast(result.scalar_type(), dst.scalar_type()), "result type ", result.scalar_type(),
                 " can't be cast to the desired output type ", dst.scalar_type());
-    if (const char* message = exact_dtype_message(name)) {
-      TORCH_CHECK(dst.scalar_type() == result.scalar_type(), message);
+    if (form.exact_dtype != nullptr) {
+      TORCH_CHECK(dst.scalar_type() == result.scalar_type(), form.exact_dtype);
     }
     if (form.nout == 0) {
       TORCH_CHECK(dst.sizes() == result.sizes(), "output with shape ", dst.sizes(),
@@ -324,7 +325,10 @@ void register_forms_over_functionals() {
             inputs_of(fs, false) != wanted) {
           continue;
         }
-        over_functional().emplace(op.operator_name(), OverFunctional{candidate, nout});
+        const std::string qualified = op.operator_name().overload_name.empty()
+                                          ? op.operator_name().name
+                                          : op.operator_name().name + "." + op.operator_name().overload_name;
+        over_functional().emplace(op.operator_name(), OverFunctional{candidate, nout, exact_dtype_message(qualified)});
         std::string unqualified = base.substr(std::string("aten::").size());
         if (!op.operator_name().overload_name.empty()) {
           unqualified += "." + op.operator_name().overload_name;
