@@ -11,9 +11,10 @@
  *     MC-high block of a, the block is packed into MR-high slivers;
  *     packing reads any strides and dtype and converts to the compute type
  *     (float16 and bfloat16 to float32), so the inner loop sees one layout;
- *   - a register tile of MR x NR accumulators (6 rows of two SIMD vectors:
- *     12 of the 16 vector registers) runs over the KC slice; each step
- *     broadcasts one element of a and multiplies it with two vectors of b;
+ *   - a register tile of MR x NR accumulators (4 rows of two SIMD vectors)
+ *     runs over the KC slice; each step loads 4 elements of a, splats each
+ *     by a lane shuffle and multiplies it with two vectors of b (see the
+ *     tile below for why 4 rows and not 6);
  *   - the tile goes to out: the first slice of k as alpha * acc + beta * out,
  *     later ones add alpha * acc. For float16/bfloat16 the slices add up in a
  *     float32 accumulator and out is written once, rounded once;
@@ -51,7 +52,7 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
  * spend as long packing as multiplying when it is element by element). */
 
 /* dst[q * R + i] = rows[i][q] for q < 4: four steps of an R-high sliver
- * (R = 6 or 8) from R rows contiguous along k. */
+ * (R = 4 or 8) from R rows contiguous along k. */
 ALWAYS_INLINE void pack4_rows_f32(float *dst, const float *const *rows, int R) {
   for (int g = 0; g + 4 <= R; g += 4) {
     const v128_t v0 = wasm_v128_load(rows[g]), v1 = wasm_v128_load(rows[g + 1]);
@@ -63,39 +64,101 @@ ALWAYS_INLINE void pack4_rows_f32(float *dst, const float *const *rows, int R) {
     wasm_v128_store(dst + 2 * R + g, wasm_i32x4_shuffle(b, d, 0, 1, 4, 5));
     wasm_v128_store(dst + 3 * R + g, wasm_i32x4_shuffle(b, d, 2, 3, 6, 7));
   }
-  if (R % 4 == 2) { /* the last two rows, 8 bytes per step */
-    const v128_t v4 = wasm_v128_load(rows[R - 2]), v5 = wasm_v128_load(rows[R - 1]);
-    const v128_t lo = wasm_i32x4_shuffle(v4, v5, 0, 4, 1, 5), hi = wasm_i32x4_shuffle(v4, v5, 2, 6, 3, 7);
-    wasm_v128_store64_lane(dst + R - 2, lo, 0);
-    wasm_v128_store64_lane(dst + 2 * R - 2, lo, 1);
-    wasm_v128_store64_lane(dst + 3 * R - 2, hi, 0);
-    wasm_v128_store64_lane(dst + 4 * R - 2, hi, 1);
-  }
 }
 
-/* dst[0..R) = col[0..R) for R = 6 or 8. */
+/* dst[0..R) = col[0..R) for R = 4 or 8. */
 ALWAYS_INLINE void copy_sliver_step_f32(float *dst, const float *col, int R) {
   wasm_v128_store(dst, wasm_v128_load(col));
-  if (R == 8) {
-    wasm_v128_store(dst + 4, wasm_v128_load(col + 4));
-  } else {
-    wasm_v128_store64_lane(dst + 4, wasm_v128_load64_zero(col + 4), 0);
-  }
+  if (R == 8) wasm_v128_store(dst + 4, wasm_v128_load(col + 4));
 }
 
-/* One step of the register tile: row r's two accumulators += a[r] * (b0, b1). */
-#define OR_GEMM_STEP(r)                               \
-  {                                                   \
-    const v128_t a_r = SPLAT(ap + r);                 \
-    c##r##0 = VADD(c##r##0, VMUL(a_r, b0));           \
-    c##r##1 = VADD(c##r##1, VMUL(a_r, b1));           \
+/*
+ * The register tile. Cranelift computes a pure value just before its first
+ * use by a load, a store or a branch, keeps loads and stores in program
+ * order, and keeps values that live across a loop header in memory (the
+ * header's epoch check calls out on its slow path). A tile written as one
+ * loop over k, as in C, therefore loaded every operand of a step (or of
+ * several unrolled steps) first and then ran each accumulator's chain,
+ * with the accumulators going through the stack on every iteration. On a
+ * CPU that forwards stores to loads slowly (Zen 3) that ran at 45% of the
+ * same tile in native code. So the accumulators live in the tile buffer
+ * between chunks of 16 steps, and every two steps they are stored there:
+ * each pair of steps is computed right after its loads, with 8
+ * accumulators and 6 operand vectors in registers, which is why the tile
+ * is 4 rows high (6 rows, 12 accumulators, left no room for a pair's
+ * operands). Volatile accesses keep clang from merging or dropping those
+ * stores. Each accumulator still adds its products in order of k, so the
+ * results are those of a plain loop.
+ */
+ALWAYS_INLINE v128_t tile_load(const void *p) {
+  return *(const volatile v128_t *)p;
+}
+
+ALWAYS_INLINE void tile_store(void *p, v128_t v) {
+  *(volatile v128_t *)p = v;
+}
+
+/* acc += s * b, rounding the product and the sum (no FMA). */
+#define OR_GEMM_MADD(acc, s, b) acc = VADD(acc, VMUL(s, b))
+
+/* One step of k: 4 rows of a (one vector of float32, two of float64) times
+ * b's NR columns (two vectors); row r's splat is a lane shuffle. */
+#define OR_GEMM_STEP_F32(ap, bp)                                                             \
+  {                                                                                          \
+    const v128_t a = tile_load(ap), b0 = tile_load(bp), b1 = tile_load((bp) + 4);            \
+    v128_t s = wasm_i32x4_shuffle(a, a, 0, 0, 0, 0);                                         \
+    OR_GEMM_MADD(c0, s, b0);                                                                 \
+    OR_GEMM_MADD(c1, s, b1);                                                                 \
+    s = wasm_i32x4_shuffle(a, a, 1, 1, 1, 1);                                                \
+    OR_GEMM_MADD(c2, s, b0);                                                                 \
+    OR_GEMM_MADD(c3, s, b1);                                                                 \
+    s = wasm_i32x4_shuffle(a, a, 2, 2, 2, 2);                                                \
+    OR_GEMM_MADD(c4, s, b0);                                                                 \
+    OR_GEMM_MADD(c5, s, b1);                                                                 \
+    s = wasm_i32x4_shuffle(a, a, 3, 3, 3, 3);                                                \
+    OR_GEMM_MADD(c6, s, b0);                                                                 \
+    OR_GEMM_MADD(c7, s, b1);                                                                 \
   }
+
+#define OR_GEMM_STEP_F64(ap, bp)                                                             \
+  {                                                                                          \
+    const v128_t a01 = tile_load(ap), a23 = tile_load((ap) + 2);                             \
+    const v128_t b0 = tile_load(bp), b1 = tile_load((bp) + 2);                               \
+    v128_t s = wasm_i64x2_shuffle(a01, a01, 0, 0);                                           \
+    OR_GEMM_MADD(c0, s, b0);                                                                 \
+    OR_GEMM_MADD(c1, s, b1);                                                                 \
+    s = wasm_i64x2_shuffle(a01, a01, 1, 1);                                                  \
+    OR_GEMM_MADD(c2, s, b0);                                                                 \
+    OR_GEMM_MADD(c3, s, b1);                                                                 \
+    s = wasm_i64x2_shuffle(a23, a23, 0, 0);                                                  \
+    OR_GEMM_MADD(c4, s, b0);                                                                 \
+    OR_GEMM_MADD(c5, s, b1);                                                                 \
+    s = wasm_i64x2_shuffle(a23, a23, 1, 1);                                                  \
+    OR_GEMM_MADD(c6, s, b0);                                                                 \
+    OR_GEMM_MADD(c7, s, b1);                                                                 \
+  }
+
+/* The accumulators to the tile buffer (row r's two vectors at r * NR), and back. */
+#define OR_GEMM_TILE_OUT(L)                                                                  \
+  tile_store(tile, c0), tile_store(tile + (L), c1), tile_store(tile + 2 * (L), c2);          \
+  tile_store(tile + 3 * (L), c3), tile_store(tile + 4 * (L), c4);                            \
+  tile_store(tile + 5 * (L), c5), tile_store(tile + 6 * (L), c6), tile_store(tile + 7 * (L), c7)
+#define OR_GEMM_TILE_IN(L)                                                                   \
+  c0 = tile_load(tile), c1 = tile_load(tile + (L)), c2 = tile_load(tile + 2 * (L));          \
+  c3 = tile_load(tile + 3 * (L)), c4 = tile_load(tile + 4 * (L));                            \
+  c5 = tile_load(tile + 5 * (L)), c6 = tile_load(tile + 6 * (L)), c7 = tile_load(tile + 7 * (L))
+
+/* Two steps of k, then the accumulators to the tile buffer. */
+#define OR_GEMM_PAIR(C, L, q)                                                                \
+  OR_GEMM_STEP_##C(ap + (q) * MR, bp + (q) * NR)                                             \
+  OR_GEMM_STEP_##C(ap + ((q) + 1) * MR, bp + ((q) + 1) * NR)                                 \
+  OR_GEMM_TILE_OUT(L);
 
 /*
  * The float GEMM for compute type C (element T, L lanes per vector,
  * MR x NR tile with NR = 2 * L, NC columns packed at once).
  */
-#define OR_DEFINE_GEMM(C, T, L, MR, NR, NC, SPLAT, VADD, VMUL, VSPLAT)                                          \
+#define OR_DEFINE_GEMM(C, T, L, MR, NR, NC, VADD, VMUL, VSPLAT)                                          \
   /* n elements of any dtype, `stride` bytes apart, into dst (compute type). */                                \
   ALWAYS_INLINE void gather_##C(T *dst, const char *p, int64_t stride, uint32_t dtype, int64_t n) {                \
     if (dtype == NATIVE_##C && stride == (int64_t)sizeof(T)) {                                                  \
@@ -114,7 +177,7 @@ ALWAYS_INLINE void copy_sliver_step_f32(float *dst, const float *col, int R) {
     for (int64_t r0 = 0; r0 < rows; r0 += R) {                                                                  \
       const int64_t r = min_i64(R, rows - r0);                                                                  \
       const char *base = src + r0 * rs;                                                                         \
-      const int simd = L == 4 && dtype == NATIVE_##C && r == R && (R == 6 || R == 8);                             \
+      const int simd = L == 4 && dtype == NATIVE_##C && r == R && (R == 4 || R == 8);                             \
       if (dtype == NATIVE_##C && rs == (int64_t)sizeof(T)) { /* contiguous columns: r elements per step */      \
         for (int64_t p = 0; p < depth; p++) {                                                                   \
           const T *col = (const T *)(base + p * cs);                                                            \
@@ -157,19 +220,26 @@ ALWAYS_INLINE void copy_sliver_step_f32(float *dst, const float *col, int R) {
                                                                                                                 \
   /* The register tile: tile = a sliver (MR x kc) @ b sliver (kc x NR). */                                      \
   static void tile_##C(int64_t kc, const T *ap, const T *bp, T *tile) {                                         \
-    const v128_t z = wasm_i32x4_splat(0);                                                                       \
-    v128_t c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z;                                                \
-    v128_t c30 = z, c31 = z, c40 = z, c41 = z, c50 = z, c51 = z;                                                \
-    _Pragma("clang loop unroll_count(4)") for (int64_t p = 0; p < kc; p++) {                                    \
-      const v128_t b0 = wasm_v128_load(bp), b1 = wasm_v128_load(bp + L);                                        \
-      OR_GEMM_STEP(0) OR_GEMM_STEP(1) OR_GEMM_STEP(2) OR_GEMM_STEP(3) OR_GEMM_STEP(4) OR_GEMM_STEP(5)           \
-      ap += MR;                                                                                                 \
-      bp += NR;                                                                                                 \
+    v128_t c0 = wasm_i32x4_splat(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;            \
+    OR_GEMM_TILE_OUT(L);                                                                                        \
+    int64_t p = 0;                                                                                              \
+    _Pragma("clang loop unroll(disable)") for (; p + 16 <= kc; p += 16) {                                       \
+      OR_GEMM_TILE_IN(L);                                                                                       \
+      OR_GEMM_PAIR(C, L, 0) OR_GEMM_PAIR(C, L, 2) OR_GEMM_PAIR(C, L, 4) OR_GEMM_PAIR(C, L, 6)                   \
+      OR_GEMM_PAIR(C, L, 8) OR_GEMM_PAIR(C, L, 10) OR_GEMM_PAIR(C, L, 12) OR_GEMM_PAIR(C, L, 14)               \
+      ap += 16 * MR;                                                                                            \
+      bp += 16 * NR;                                                                                            \
     }                                                                                                           \
-    const v128_t rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};        \
-    for (int r = 0; r < MR; r++) {                                                                              \
-      wasm_v128_store(tile + r * NR, rows[r][0]);                                                               \
-      wasm_v128_store(tile + r * NR + L, rows[r][1]);                                                           \
+    _Pragma("clang loop unroll(disable)") for (; p + 2 <= kc; p += 2) {                                         \
+      OR_GEMM_TILE_IN(L);                                                                                       \
+      OR_GEMM_PAIR(C, L, 0)                                                                                     \
+      ap += 2 * MR;                                                                                             \
+      bp += 2 * NR;                                                                                             \
+    }                                                                                                           \
+    if (p < kc) {                                                                                               \
+      OR_GEMM_TILE_IN(L);                                                                                       \
+      OR_GEMM_STEP_##C(ap, bp)                                                                                  \
+      OR_GEMM_TILE_OUT(L);                                                                                      \
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
@@ -403,18 +473,22 @@ ALWAYS_INLINE double lanes_sum_F64(const double *l) {
   return l[0] + l[1];
 }
 
-#define SPLAT wasm_v128_load32_splat
 #define VADD wasm_f32x4_add
 #define VMUL wasm_f32x4_mul
-OR_DEFINE_GEMM(F32, float, 4, OR_GEMM_F32_MR, OR_GEMM_F32_NR, OR_GEMM_F32_NC, SPLAT, VADD, VMUL, wasm_f32x4_splat)
-#undef SPLAT
+#define MR OR_GEMM_F32_MR
+#define NR OR_GEMM_F32_NR
+OR_DEFINE_GEMM(F32, float, 4, MR, NR, OR_GEMM_F32_NC, VADD, VMUL, wasm_f32x4_splat)
+#undef MR
+#undef NR
 #undef VADD
 #undef VMUL
-#define SPLAT wasm_v128_load64_splat
 #define VADD wasm_f64x2_add
 #define VMUL wasm_f64x2_mul
-OR_DEFINE_GEMM(F64, double, 2, OR_GEMM_F64_MR, OR_GEMM_F64_NR, OR_GEMM_F64_NC, SPLAT, VADD, VMUL, wasm_f64x2_splat)
-#undef SPLAT
+#define MR OR_GEMM_F64_MR
+#define NR OR_GEMM_F64_NR
+OR_DEFINE_GEMM(F64, double, 2, MR, NR, OR_GEMM_F64_NC, VADD, VMUL, wasm_f64x2_splat)
+#undef MR
+#undef NR
 #undef VADD
 #undef VMUL
 
