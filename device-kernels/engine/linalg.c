@@ -149,9 +149,9 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
   c5 = tile_load(tile + 5 * (L)), c6 = tile_load(tile + 6 * (L)), c7 = tile_load(tile + 7 * (L))
 
 /* Two steps of k, then the accumulators to the tile buffer. */
-#define OR_GEMM_PAIR(C, L, q)                                                                \
-  OR_GEMM_STEP_##C(ap + (q) * MR, bp + (q) * NR)                                             \
-  OR_GEMM_STEP_##C(ap + ((q) + 1) * MR, bp + ((q) + 1) * NR)                                 \
+#define OR_GEMM_PAIR(C, L, MR, NR, q)                                                        \
+  OR_GEMM_STEP_##C(ap + (q) * (MR), bp + (q) * (NR))                                         \
+  OR_GEMM_STEP_##C(ap + ((q) + 1) * (MR), bp + ((q) + 1) * (NR))                             \
   OR_GEMM_TILE_OUT(L);
 
 /*
@@ -225,14 +225,15 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
     int64_t p = 0;                                                                                              \
     _Pragma("clang loop unroll(disable)") for (; p + 16 <= kc; p += 16) {                                       \
       OR_GEMM_TILE_IN(L);                                                                                       \
-      OR_GEMM_PAIR(C, L, 0) OR_GEMM_PAIR(C, L, 2) OR_GEMM_PAIR(C, L, 4) OR_GEMM_PAIR(C, L, 6)                   \
-      OR_GEMM_PAIR(C, L, 8) OR_GEMM_PAIR(C, L, 10) OR_GEMM_PAIR(C, L, 12) OR_GEMM_PAIR(C, L, 14)               \
+      OR_GEMM_PAIR(C, L, MR, NR, 0) OR_GEMM_PAIR(C, L, MR, NR, 2) OR_GEMM_PAIR(C, L, MR, NR, 4)                 \
+      OR_GEMM_PAIR(C, L, MR, NR, 6) OR_GEMM_PAIR(C, L, MR, NR, 8) OR_GEMM_PAIR(C, L, MR, NR, 10)                \
+      OR_GEMM_PAIR(C, L, MR, NR, 12) OR_GEMM_PAIR(C, L, MR, NR, 14)                                             \
       ap += 16 * MR;                                                                                            \
       bp += 16 * NR;                                                                                            \
     }                                                                                                           \
     _Pragma("clang loop unroll(disable)") for (; p + 2 <= kc; p += 2) {                                         \
       OR_GEMM_TILE_IN(L);                                                                                       \
-      OR_GEMM_PAIR(C, L, 0)                                                                                     \
+      OR_GEMM_PAIR(C, L, MR, NR, 0)                                                                             \
       ap += 2 * MR;                                                                                             \
       bp += 2 * NR;                                                                                             \
     }                                                                                                           \
@@ -475,20 +476,12 @@ ALWAYS_INLINE double lanes_sum_F64(const double *l) {
 
 #define VADD wasm_f32x4_add
 #define VMUL wasm_f32x4_mul
-#define MR OR_GEMM_F32_MR
-#define NR OR_GEMM_F32_NR
-OR_DEFINE_GEMM(F32, float, 4, MR, NR, OR_GEMM_F32_NC, VADD, VMUL, wasm_f32x4_splat)
-#undef MR
-#undef NR
+OR_DEFINE_GEMM(F32, float, 4, OR_GEMM_F32_MR, OR_GEMM_F32_NR, OR_GEMM_F32_NC, VADD, VMUL, wasm_f32x4_splat)
 #undef VADD
 #undef VMUL
 #define VADD wasm_f64x2_add
 #define VMUL wasm_f64x2_mul
-#define MR OR_GEMM_F64_MR
-#define NR OR_GEMM_F64_NR
-OR_DEFINE_GEMM(F64, double, 2, MR, NR, OR_GEMM_F64_NC, VADD, VMUL, wasm_f64x2_splat)
-#undef MR
-#undef NR
+OR_DEFINE_GEMM(F64, double, 2, OR_GEMM_F64_MR, OR_GEMM_F64_NR, OR_GEMM_F64_NC, VADD, VMUL, wasm_f64x2_splat)
 #undef VADD
 #undef VMUL
 
