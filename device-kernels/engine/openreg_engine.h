@@ -626,7 +626,8 @@ OR_STATIC_ASSERT(sizeof(or_random) == 48 + 24 * OR_MAX_DIMS + 8 * OR_MAX_ARGS, "
  * laid out as for scans (dimension 0 the line, nreduce 1) whose `op` is one
  * of these. Operands: out0 the result (for LOGSUMEXP, one element per line:
  * its stride along the line is 0); `in` the input (forward) or the gradient
- * (backward); out1 the forward's output y (backward only, read).
+ * (backward); out1 the forward's output y (backward ops, read), or
+ * SOFTMAX_LOGSUMEXP's log-sum-exp (one element per line, written).
  */
 #define OR_SOFTMAX_OPS(X)                                                   \
   X(SOFTMAX)              /* exp(x - max) / sum(exp(x - max)) */           \
@@ -634,7 +635,9 @@ OR_STATIC_ASSERT(sizeof(or_random) == 48 + 24 * OR_MAX_DIMS + 8 * OR_MAX_ARGS, "
   X(SOFTMAX_BACKWARD)     /* y * (g - sum(g * y)) */                       \
   X(LOG_SOFTMAX_BACKWARD) /* g - exp(y) * sum(g) */                       \
   X(LOGSUMEXP)            /* log(sum(exp(x - m))) + m, m the max (0 if +-inf), \
-                             written to out0's first element of the line */
+                             written to out0's first element of the line */  \
+  X(SOFTMAX_LOGSUMEXP)    /* SOFTMAX into out0 and, from the same maximum and \
+                             sum, LOGSUMEXP's value into out1 (attention) */
 
 enum or_softmax_op {
 #define OR_SOFTMAX_ENUM(name) OR_SOFTMAX_##name,

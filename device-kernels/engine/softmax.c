@@ -108,7 +108,7 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
 #define LSE_SHIFT(max) ((max) == __builtin_inf() || (max) == -__builtin_inf() ? 0 : (max))
 
 #define OR_DEFINE_SOFTMAX(C, T, EXP, LOG)                                                              \
-  static void line_##C(const or_reduce *p, const char *in, const char *y, char *out) {              \
+  static void line_##C(const or_reduce *p, const char *in, char *y, char *out) {                    \
     const int64_t n = p->sizes[0];                                                                   \
     const int64_t si = p->strides[OR_REDUCE_IN][0], so = p->strides[OR_REDUCE_OUT0][0];              \
     const int64_t sy = p->strides[OR_REDUCE_OUT1][0];                                                \
@@ -134,7 +134,8 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
     for (int l = 1; l < 4; l++) max = (mx[l] > max || mx[l] != mx[l]) ? mx[l] : max;                 \
     max = p->op == OR_SOFTMAX_LOGSUMEXP ? LSE_SHIFT(max) : max;                                     \
     /* softmax writes exp(x - max) on its way when out0 holds the compute type */                    \
-    const int keep = p->op == OR_SOFTMAX_SOFTMAX && dout == NATIVE_##C;                             \
+    const int with_lse = p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP;                                      \
+    const int keep = (p->op == OR_SOFTMAX_SOFTMAX || with_lse) && dout == NATIVE_##C;                \
     for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                      \
       const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                         \
       load_row_##C(a, in + k * si, si, di, m);                                                       \
@@ -154,11 +155,16 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
       store_row_##C(out, so, dout, a, 1);                                                            \
       return;                                                                                        \
     }                                                                                                \
+    if (with_lse) { /* LOGSUMEXP's value: its shift is this max when finite */                       \
+      a[0] = max == (T)__builtin_inf() || max == -(T)__builtin_inf() ? max : log_total + max;        \
+      store_row_##C(y, sy, dy, a, 1);                                                                \
+    }                                                                                                \
     const T scale = (T)1 / total;                                                                    \
     for (int64_t k = 0; k < n; k += OR_CHUNK) {                                                      \
       const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                         \
       switch (p->op) {                                                                               \
       case OR_SOFTMAX_SOFTMAX:                                                                       \
+      case OR_SOFTMAX_SOFTMAX_LOGSUMEXP:                                                             \
         if (keep) {                                                                                  \
           load_row_##C(a, out + k * so, so, dout, m);                                                \
         } else {                                                                                     \
@@ -195,20 +201,25 @@ OR_DEFINE_SOFTMAX(F64, double, m_exp_f64, m_log_f64)
  * device memory instead of through chunk buffers. Backward products go
  * through `scratch` (OR_CHUNK floats) to be summed.
  */
-static void line_contig_f32(const or_reduce *p, const float *in, const float *y, float *out) {
+static void line_contig_f32(const or_reduce *p, const float *in, float *y, float *out) {
   const int64_t n = p->sizes[0];
   double sums[OR_LANES] = {0.0};
   float scratch[OR_CHUNK];
   switch (p->op) {
   case OR_SOFTMAX_SOFTMAX:
+  case OR_SOFTMAX_SOFTMAX_LOGSUMEXP:
   case OR_SOFTMAX_LOG_SOFTMAX:
   case OR_SOFTMAX_LOGSUMEXP: {
     float max = max_f32(in, n);
     max = p->op == OR_SOFTMAX_LOGSUMEXP ? LSE_SHIFT(max) : max;
-    if (p->op == OR_SOFTMAX_SOFTMAX) {
+    if (p->op == OR_SOFTMAX_SOFTMAX || p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP) {
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = m_exp_f32(in[j] - max);
       lane_sums_F32(out, n, sums);
-      const float scale = 1.0f / (float)lanes_total(sums, OR_LANES);
+      const float total = (float)lanes_total(sums, OR_LANES);
+      if (p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP) { /* LOGSUMEXP's value: its shift is this max when finite */
+        y[0] = max == __builtin_inff() || max == -__builtin_inff() ? max : m_log_f32(total) + max;
+      }
+      const float scale = 1.0f / total;
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = out[j] * scale;
     } else {
       for (int64_t k = 0; k < n; k += OR_CHUNK) {
@@ -261,9 +272,10 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
     return;
   }
   const int backward = p->op == OR_SOFTMAX_SOFTMAX_BACKWARD || p->op == OR_SOFTMAX_LOG_SOFTMAX_BACKWARD;
+  const int has_out1 = backward || p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP;
   (void)dtype_size(p->dtypes[OR_REDUCE_IN]);
   (void)dtype_size(p->dtypes[OR_REDUCE_OUT0]);
-  if (backward) {
+  if (has_out1) {
     (void)dtype_size(p->dtypes[OR_REDUCE_OUT1]);
   }
   for (uint32_t d = 0; d < p->ndim; d++) {
@@ -272,16 +284,17 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
     }
   }
   const char *in = device_ptr(p->data[OR_REDUCE_IN]);
-  const char *y = backward ? device_ptr(p->data[OR_REDUCE_OUT1]) : in;
+  char *y = has_out1 ? device_ptr(p->data[OR_REDUCE_OUT1]) : 0;
   char *out = device_ptr(p->data[OR_REDUCE_OUT0]);
   int64_t counter[OR_MAX_DIMS] = {0};
   const int contig_f32 = p->compute == OR_COMPUTE_F32 && p->dtypes[OR_REDUCE_IN] == OR_F32 &&
                          p->dtypes[OR_REDUCE_OUT0] == OR_F32 && p->strides[OR_REDUCE_IN][0] == 4 &&
                          (p->strides[OR_REDUCE_OUT0][0] == 4 || p->op == OR_SOFTMAX_LOGSUMEXP) &&
-                         (!backward || (p->dtypes[OR_REDUCE_OUT1] == OR_F32 && p->strides[OR_REDUCE_OUT1][0] == 4));
+                         (!backward || (p->dtypes[OR_REDUCE_OUT1] == OR_F32 && p->strides[OR_REDUCE_OUT1][0] == 4)) &&
+                         (p->op != OR_SOFTMAX_SOFTMAX_LOGSUMEXP || p->dtypes[OR_REDUCE_OUT1] == OR_F32);
   for (;;) {
     if (contig_f32) {
-      line_contig_f32(p, (const float *)in, (const float *)y, (float *)out);
+      line_contig_f32(p, (const float *)in, (float *)y, (float *)out);
     } else if (p->compute == OR_COMPUTE_F32) {
       line_F32(p, in, y, out);
     } else {
@@ -291,13 +304,13 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
     for (; d < p->ndim; d++) {
       in += p->strides[OR_REDUCE_IN][d];
       out += p->strides[OR_REDUCE_OUT0][d];
-      y += backward ? p->strides[OR_REDUCE_OUT1][d] : 0;
+      y += has_out1 ? p->strides[OR_REDUCE_OUT1][d] : 0;
       if (++counter[d] < p->sizes[d]) {
         break;
       }
       in -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
       out -= p->strides[OR_REDUCE_OUT0][d] * p->sizes[d];
-      y -= backward ? p->strides[OR_REDUCE_OUT1][d] * p->sizes[d] : 0;
+      y -= has_out1 ? p->strides[OR_REDUCE_OUT1][d] * p->sizes[d] : 0;
       counter[d] = 0;
     }
     if (d >= p->ndim) {

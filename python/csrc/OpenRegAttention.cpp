@@ -10,7 +10,8 @@
 // from the scores, as the flash and memory-efficient kernels do on CUDA.
 // Both are written over ATen ops that run on openreg; low-precision inputs
 // compute in float32, as the math path does, and results match it within
-// its tolerances.
+// its tolerances. The forward's weights and log-sum-exp come from one launch
+// of the engine's softmax kernel.
 
 #include <cmath>
 #include <limits>
@@ -21,6 +22,8 @@
 #include <ATen/native/transformers/attention.h>
 #include <ATen/SDPBackend.h>
 #include <torch/library.h>
+
+#include "OpenRegEngine.h"
 
 namespace openreg::attention {
 namespace {
@@ -75,11 +78,19 @@ forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
   const auto q = query.to(compute), k = key.to(compute), v = value.to(compute);
   const auto bias = attn_bias.has_value() ? *attn_bias : at::Tensor();
   const auto attn = scores(q, k, bias, is_causal, scale_of(query, scale));
-  const auto logsumexp = at::logsumexp(attn, -1);
-  const auto weights = at::_softmax(attn, -1, false);
+  // The weights and the log-sum-exp the op returns, from one pass of the
+  // softmax kernel (the same maximum and sum; logsumexp alone is a second).
+  const auto weights = at::empty_like(attn, at::MemoryFormat::Contiguous);
+  auto lse_sizes = attn.sizes().vec();
+  lse_sizes.back() = 1;
+  const auto logsumexp = at::empty(lse_sizes, attn.options());
+  engine::launch_softmax(engine::OR_SOFTMAX_SOFTMAX_LOGSUMEXP, weights, attn, logsumexp.expand(attn.sizes()), -1);
+  if (attn.size(-1) == 0) {
+    logsumexp.fill_(-std::numeric_limits<double>::infinity()); // of no keys, as logsumexp's
+  }
   const auto out = at::matmul(weights, v).to(query.scalar_type());
   const auto none = at::empty({0}, query.options().dtype(at::kLong));
-  return {out,  logsumexp, none, none, c10::SymInt(query.size(-2)), c10::SymInt(key.size(-2)),
+  return {out,  logsumexp.squeeze(-1), none, none, c10::SymInt(query.size(-2)), c10::SymInt(key.size(-2)),
           none, none, at::empty({0}, query.options())};
 }
 

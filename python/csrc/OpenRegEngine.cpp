@@ -517,7 +517,8 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
 void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& y,
                     int64_t dim) {
   const bool backward = op == OR_SOFTMAX_SOFTMAX_BACKWARD || op == OR_SOFTMAX_LOG_SOFTMAX_BACKWARD;
-  TORCH_INTERNAL_ASSERT(result.sizes() == input.sizes() && (!backward || y.sizes() == input.sizes()),
+  const bool with_y = backward || op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP;
+  TORCH_INTERNAL_ASSERT(result.sizes() == input.sizes() && (!with_y || y.sizes() == input.sizes()),
                         "openreg: launch_softmax shapes");
   if (input.numel() == 0) {
     return;
@@ -527,12 +528,12 @@ void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor
   or_reduce block{};
   block.op = op;
   block.compute = input.scalar_type() == at::kDouble ? OR_COMPUTE_F64 : OR_COMPUTE_F32;
-  block.noutputs = backward ? 2 : 1;
+  block.noutputs = with_y ? 2 : 1;
   std::array<uint32_t, OR_REDUCE_OPERANDS> pointers{};
   size_t npointers = 0;
   set_operand(block, pointers, npointers, OR_REDUCE_OUT0, result, result.data_ptr(), device);
   set_operand(block, pointers, npointers, OR_REDUCE_IN, input, input.data_ptr(), device);
-  if (backward) {
+  if (with_y) {
     set_operand(block, pointers, npointers, OR_REDUCE_OUT1, y, y.data_ptr(), device);
     line_dims(block, dim, {{OR_REDUCE_OUT0, &result}, {OR_REDUCE_IN, &input}, {OR_REDUCE_OUT1, &y}}, "softmax");
   } else {

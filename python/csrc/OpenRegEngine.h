@@ -56,7 +56,8 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
 
 // Softmax-like op `op` (OR_SOFTMAX_*) along `dim` (negative counts from the end) into `result`:
 // forward ops read `input`; backward ops read the gradient `input` and the
-// forward's output `y`. All of one shape; floating dtypes.
+// forward's output `y`; SOFTMAX_LOGSUMEXP also writes each line's
+// log-sum-exp to `y` (expanded along `dim`). All of one shape; floating dtypes.
 void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& y,
                     int64_t dim);
 

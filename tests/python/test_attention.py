@@ -2,6 +2,8 @@
 (_fused_sdp_choice picks the overrideable kernel) matches the math path on CPU,
 forward and backward; what it does not handle goes to the math path."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -55,6 +57,38 @@ def test_fused_attention_matches_the_math_path_forward_and_backward(case, dtype)
         torch.testing.assert_close(d.grad.cpu(), c.grad, **tol)
     if mask == "float":
         torch.testing.assert_close(dev_kwargs["attn_mask"].grad.cpu(), kwargs["attn_mask"].grad, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", ["plain", "causal", "scale", "masked row"])
+def test_fused_forward_returns_the_scores_logsumexp(case, dtype):
+    """The op's log-sum-exp output (one launch with the weights) against CPU's
+    logsumexp of the scores, and bit for bit against openreg's own logsumexp;
+    a fully masked row gives -inf, as logsumexp does."""
+    q, k, v = _inputs(dtype, L=6, S=37)
+    bias, causal, scale = None, case == "causal", 0.3 if case == "scale" else None
+    if case == "masked row":
+        bias = torch.randn(6, 37, dtype=dtype)
+        bias[2] = float("-inf")
+    dev = [t.to("openreg") for t in (q, k, v)]
+    results = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        *dev, None if bias is None else bias.to("openreg"), 0.0, causal, False, scale=scale)
+    lse = results[1]
+    assert lse.shape == (2, 3, 6)
+
+    def scores(q, k, bias):
+        s = (q @ k.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+        if causal:
+            s = s.masked_fill(torch.ones(6, 37, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+        return s if bias is None else s + bias
+
+    expected = torch.logsumexp(scores(q, k, bias), -1)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-10, "atol": 1e-10}
+    torch.testing.assert_close(lse.cpu(), expected, **tol)
+    if case == "masked row":
+        assert (lse[:, :, 2].cpu() == float("-inf")).all()
+    own = torch.logsumexp(scores(*dev[:2], None if bias is None else bias.to("openreg")), -1)
+    assert torch.equal(lse.cpu(), own.cpu())
 
 
 def test_half_precision_attention_computes_in_float32_like_the_math_path():
