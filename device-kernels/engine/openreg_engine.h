@@ -300,7 +300,10 @@ OR_STATIC_ASSERT(sizeof(or_elementwise) == 40 + 8 * OR_MAX_DIMS + 8 * OR_MAX_OPE
   X(CUMMIN, ANY)       /* equal ones; NaN wins and stays), as CPU's cummax and cummin */     \
   X(LOGCUMSUMEXP, FLOAT) /* scan: log(sum(exp)) of every prefix */                            \
   X(SORT, ANY)         /* stable sort along dimension 0: out0 values, out1 int64 indices; */ \
-                       /* descending if args[0] != 0; NaN sorts above everything */
+                       /* descending if args[0] != 0; NaN sorts above everything */        \
+  X(TOPK, ANY)         /* the first k = args[1].i (an integer for any compute type) of */   \
+                       /* SORT's order, in that order: out0 and out1 are k long along */  \
+                       /* dimension 0; 1 <= k <= sizes[0] */
 
 enum or_reduce_op {
 #define OR_REDUCE_ENUM(name, kinds) OR_REDUCE_##name,
@@ -354,7 +357,8 @@ typedef struct or_reduce {
   uint64_t data[OR_REDUCE_OPERANDS];
   int64_t strides[OR_REDUCE_OPERANDS][OR_MAX_DIMS];
   or_scalar args[OR_MAX_ARGS];
-  uint64_t scratch; /* device memory: SORT's 32 bytes per element of dimension 0, or the partials */
+  uint64_t scratch; /* device memory: SORT's 32 bytes per element of dimension 0, TOPK's */
+                    /* 16 bytes per element it keeps (k) per worker, or the partials */
   int64_t segment;  /* indices of the outermost reduced dimension per segment (phases 1 and 2) */
   uint32_t phase;   /* enum or_reduce_phase */
   uint32_t reserved;

@@ -1011,6 +1011,122 @@ static void sort_line(const or_reduce *p, const char *in, char *values, char *in
   }
 }
 
+/* ---- top k ----
+ * The first k elements of SORT's order, by one pass over the line that keeps
+ * them in a heap (the kept element that sorts last at its root), then a heap
+ * sort of the k. SORT's order is total (ties go by position), so the result
+ * is exactly the first k of the stable sort, for any k. */
+
+/* Moves h[i] down to its place in the heap h[0..n). */
+static void topk_sift(sort_item *h, int64_t n, int64_t i, int is_float, int descending) {
+  const sort_item x = h[i];
+  for (;;) {
+    int64_t c = 2 * i + 1;
+    if (c >= n) {
+      break;
+    }
+    if (c + 1 < n && sort_before(&h[c], &h[c + 1], is_float, descending)) {
+      c++; /* the child that sorts later */
+    }
+    if (!sort_before(&x, &h[c], is_float, descending)) {
+      break;
+    }
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = x;
+}
+
+ALWAYS_INLINE sort_item sort_item_at(const char *in, int64_t j, int64_t stride, uint32_t dt, int is_float) {
+  sort_item x;
+  if (is_float) {
+    x.key.f = load_F64(in + j * stride, dt);
+  } else {
+    x.key.i = load_I64(in + j * stride, dt);
+  }
+  x.index = j;
+  return x;
+}
+
+/* The first position from j on (later than every kept one) whose element
+ * goes before `root`, or n: one comparison per element, as the key alone
+ * decides (a tie goes after, being later). */
+static int64_t topk_scan(const char *in, int64_t s, uint32_t dt, int64_t j, int64_t n, const sort_item *root,
+                         int is_float, int descending) {
+  if (!is_float) {
+    const int64_t t = root->key.i;
+    if (descending) {
+      for (; j < n && load_I64(in + j * s, dt) <= t; j++) {
+      }
+    } else {
+      for (; j < n && load_I64(in + j * s, dt) >= t; j++) {
+      }
+    }
+    return j;
+  }
+  const double t = root->key.f;
+  if (t != t) { /* NaN at the root: nothing goes before it largest first, any number smallest first */
+    for (; !descending && j < n; j++) {
+      const double v = load_F64(in + j * s, dt);
+      if (v == v) {
+        return j;
+      }
+    }
+    return n;
+  }
+  if (dt == OR_F32) {
+    for (; j < n; j++) {
+      const double v = *(const float *)(in + j * s);
+      if (descending ? !(v <= t) : v < t) { /* largest first, NaN goes before any number */
+        return j;
+      }
+    }
+    return n;
+  }
+  for (; j < n; j++) {
+    const double v = load_F64(in + j * s, dt);
+    if (descending ? !(v <= t) : v < t) {
+      return j;
+    }
+  }
+  return n;
+}
+
+/* One line along dimension 0, with `h` room for k items. */
+static void topk_line(const or_reduce *p, const char *in, char *values, char *indices, sort_item *h) {
+  const int64_t n = p->sizes[0], k = p->args[1].i;
+  const int64_t s_in = p->strides[OR_REDUCE_IN][0];
+  const int64_t s_val = p->strides[OR_REDUCE_OUT0][0], s_idx = p->strides[OR_REDUCE_OUT1][0];
+  const int is_float = p->compute == OR_COMPUTE_F64;
+  const int descending = is_float ? p->args[0].f != 0.0 : p->args[0].i != 0;
+  const uint32_t dt = p->dtypes[OR_REDUCE_IN];
+  for (int64_t j = 0; j < k; j++) {
+    h[j] = sort_item_at(in, j, s_in, dt, is_float);
+  }
+  for (int64_t i = k / 2; i-- > 0;) {
+    topk_sift(h, k, i, is_float, descending);
+  }
+  for (int64_t j = topk_scan(in, s_in, dt, k, n, &h[0], is_float, descending); j < n;
+       j = topk_scan(in, s_in, dt, j + 1, n, &h[0], is_float, descending)) {
+    h[0] = sort_item_at(in, j, s_in, dt, is_float);
+    topk_sift(h, k, 0, is_float, descending);
+  }
+  for (int64_t m = k - 1; m > 0; m--) { /* the root, the last of h[0..m], goes to m */
+    const sort_item last = h[0];
+    h[0] = h[m];
+    h[m] = last;
+    topk_sift(h, m, 0, is_float, descending);
+  }
+  for (int64_t j = 0; j < k; j++) {
+    if (is_float) {
+      store_F64(values + j * s_val, p->dtypes[OR_REDUCE_OUT0], h[j].key.f);
+    } else {
+      store_I64(values + j * s_val, p->dtypes[OR_REDUCE_OUT0], h[j].key.i);
+    }
+    *(int64_t *)(indices + j * s_idx) = h[j].index;
+  }
+}
+
 EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   or_reduce part = *params;
@@ -1022,8 +1138,10 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   const uint32_t op = p->op;
   const int indexed = op == OR_REDUCE_ARGMAX || op == OR_REDUCE_ARGMIN || op == OR_REDUCE_MAX_INDEX ||
                       op == OR_REDUCE_MIN_INDEX;
-  if ((is_scan(op) && p->nreduce != 1) || ((indexed || op == OR_REDUCE_SORT) && p->nreduce > 1) ||
-      ((op == OR_REDUCE_SORT || is_indexed_scan(op)) && (p->noutputs != 2 || p->dtypes[OR_REDUCE_OUT1] != OR_I64))) {
+  const int sorts = op == OR_REDUCE_SORT || op == OR_REDUCE_TOPK;
+  if ((is_scan(op) && p->nreduce != 1) || ((indexed || sorts) && p->nreduce > 1) ||
+      ((sorts || is_indexed_scan(op)) && (p->noutputs != 2 || p->dtypes[OR_REDUCE_OUT1] != OR_I64)) ||
+      (op == OR_REDUCE_TOPK && (p->nreduce != 1 || p->args[1].i < 1 || p->args[1].i > p->sizes[0]))) {
     TRAP(); /* an index or a scan is along one dimension */
   }
   (void)dtype_size(p->dtypes[OR_REDUCE_IN]); /* traps on an unknown dtype */
@@ -1044,7 +1162,7 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   }
   if (p->phase != OR_REDUCE_PHASE_WHOLE) {
     if (p->phase > OR_REDUCE_PHASE_MERGE || nr != ndim || nr == 0 || p->segment <= 0 || is_scan(op) ||
-        op == OR_REDUCE_SORT || (p->nreduce == 1 && p->segment % OR_REDUCE_SEGMENT_ALIGN != 0 &&
+        sorts || (p->nreduce == 1 && p->segment % OR_REDUCE_SEGMENT_ALIGN != 0 &&
                                  p->segment < p->sizes[0])) {
       TRAP();
     }
@@ -1058,7 +1176,9 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   }
   /* How to reduce is chosen from the whole problem, before splitting. */
   const int columns = use_columns(p);
-  /* Outputs are split, never a reduction; a sort uses one scratch, so one worker sorts. */
+  /* Outputs are split, never a reduction; a sort uses one scratch, so one
+   * worker sorts; top k takes a scratch per worker. */
+  sort_item *heap = (sort_item *)device_ptr(p->scratch) + (op == OR_REDUCE_TOPK ? worker * p->args[1].i : 0);
   if (workers > 1 && (nr == ndim || op == OR_REDUCE_SORT)) {
     if (worker > 0) {
       return;
@@ -1076,6 +1196,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   for (;;) {
     if (op == OR_REDUCE_SORT) {
       sort_line(p, in, out0, out1);
+    } else if (op == OR_REDUCE_TOPK) {
+      topk_line(p, in, out0, out1, heap);
     } else if (columns) {
       const int64_t n = p->sizes[nr];
       for (int64_t t = 0; t < n; t += OR_COLUMN_TILE) {

@@ -568,6 +568,34 @@ void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t di
   launch<kReduce>(device.index(), block, pointers.data(), npointers, 0); // one scratch: one worker
 }
 
+void launch_topk(const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices, int64_t dim, int64_t k,
+                 bool largest) {
+  TORCH_INTERNAL_ASSERT(values.sizes() == indices.sizes() && indices.scalar_type() == at::kLong &&
+                            values.scalar_type() == self.scalar_type(),
+                        "openreg: launch_topk");
+  if (values.numel() == 0) {
+    return;
+  }
+  const c10::Device device = values.device();
+  or_reduce block = reduce_block(OR_REDUCE_TOPK, self.scalar_type(), {largest ? 1 : 0});
+  block.args[1].i = k;
+  std::array<uint32_t, OR_REDUCE_OPERANDS + 1> pointers{}; // + the scratch
+  size_t npointers = 0;
+  block.noutputs = 2;
+  set_operand(block, pointers, npointers, OR_REDUCE_IN, self, self.data_ptr(), device);
+  set_operand(block, pointers, npointers, OR_REDUCE_OUT0, values, values.data_ptr(), device);
+  set_operand(block, pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
+  line_dims(block, dim, {{OR_REDUCE_IN, &self}, {OR_REDUCE_OUT0, &values}, {OR_REDUCE_OUT1, &indices}}, "topk");
+  // Lines are split between the workers, each with a heap of k (key, position) pairs.
+  const int64_t line = self.dim() == 0 ? 1 : self.size(dim);
+  const int64_t work = self.numel() > line ? self.numel() : 0;
+  const int64_t workers = parallel(work) ? device_workers() : 1;
+  const at::Tensor scratch = at::empty({workers * k * 16}, values.options().dtype(at::kByte));
+  block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
+  pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
+  launch<kReduce>(device.index(), block, pointers.data(), npointers, work);
+}
+
 at::Tensor mul_add(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
   at::Tensor out;
   auto iter = at::TensorIteratorConfig()

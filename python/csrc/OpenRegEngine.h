@@ -117,6 +117,12 @@ void launch_winograd_fixup(or_pool_op op, const at::Tensor& result, const at::Te
 // writes each element's original position into `indices` (int64, same shape).
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending);
 
+// The first k elements of `self` along `dim` in launch_sort's order (largest
+// first when `largest`) into `values` and their positions into `indices`
+// (int64), both k long along `dim`; 1 <= k <= self.size(dim).
+void launch_topk(const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices, int64_t dim, int64_t k,
+                 bool largest);
+
 // Launches indexing op `op` over `iter`, whose operand `direct` is walked as
 // usual, operand `indexed` is the indexed tensor restrided to the iteration
 // (stride 0 along indexed dimensions), and every other operand is an index

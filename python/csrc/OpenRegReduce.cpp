@@ -336,13 +336,13 @@ Tensor median_all_impl(const Tensor& self, bool ignore_nan) {
   return std::get<0>(median_dim_impl(self.reshape({-1}), 0, false, ignore_nan)).reshape(at::IntArrayRef{});
 }
 
-// kthvalue: the k-th smallest (NaN above every number).
+// kthvalue: the k-th smallest (NaN above every number), the last of topk's k smallest.
 std::tuple<Tensor, Tensor> kthvalue_impl(const Tensor& self_in, int64_t k, int64_t dim_in, bool keepdim) {
   check_dtype(self_in.scalar_type() != at::kBool, "kthvalue", at::kBool);
   auto [self, dim] = line_input(self_in, dim_in);
   const int64_t n = self.size(dim);
   TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", dim);
-  auto [sorted, order] = at::sort(self, /*stable=*/true, dim, /*descending=*/false);
+  auto [sorted, order] = at::topk(self, k, dim, /*largest=*/false, /*sorted=*/true);
   auto [values, indices] = pick_sorted(sorted.narrow(dim, k - 1, 1), order.narrow(dim, k - 1, 1), dim,
                                        at::zeros({1}, self.options().dtype(at::kLong)).expand(
                                            sorted.narrow(dim, 0, 1).sizes()),
@@ -603,8 +603,10 @@ struct SortStable {
   }
 };
 
-// topk: ATen's meta checks k and shapes the outputs; the device sorts stably
-// (largest first when `largest`) and keeps the first k, so ties keep their order.
+// topk: ATen's meta checks k and shapes the outputs; the device keeps the
+// first k of its stable sort's order (largest first when `largest`), so ties
+// keep their order, in one pass over each line (a heap of k) while k is small
+// against the line, else by sorting it.
 struct TopK {
   template <class Op>
   static void run(Op& op, const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
@@ -616,6 +618,11 @@ struct TopK {
       return;
     }
     const int64_t d = c10::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
+    const int64_t line = self.dim() == 0 ? 1 : self.size(d);
+    if (k * 4 <= line) {
+      launch_topk(self, values, indices, d, k, largest);
+      return;
+    }
     auto [all_values, all_indices] = at::sort(self, /*stable=*/true, d, /*descending=*/largest);
     values.copy_(self.dim() == 0 ? all_values : all_values.narrow(d, 0, k));
     indices.copy_(self.dim() == 0 ? all_indices : all_indices.narrow(d, 0, k));

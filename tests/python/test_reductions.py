@@ -343,6 +343,50 @@ def test_sort_argsort_and_topk_match_cpu(dtype):
         _check(lambda t: t.topk(2, 0, largest=False), distinct)
 
 
+@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=str)
+def test_topk_keeps_the_first_k_of_the_stable_sort(dtype):
+    # A small k against the line runs as one pass with a heap of k: the result is exactly the
+    # stable sort's first k (ties in their order, NaN above every number), in sorted order.
+    def first_k(t, k, dim, largest):
+        values, indices = t.sort(stable=True, dim=dim, descending=largest)
+        return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
+
+    x = _values((3, 5, 400), dtype, seed=21)  # few distinct values: many ties
+    if dtype.is_floating_point:
+        x[0, :, ::7] = float("nan")
+        x[1, 2] = float("nan")  # a line of NaN
+    cases = [(x, 10, 2), (x, 1, 2), (x, 3, -1), (x.transpose(0, 2), 4, 0), (x[:, :, ::3], 2, 2)]
+    cases.append((torch.arange(3000).to(dtype), 50, 0))
+    cases.append((_values((40, 2000), dtype, seed=22), 7, 1))  # enough lines for every worker  # ascending: every element displaces the root, largest first
+    for t, k, dim in cases:
+        for largest in (True, False):
+            d = t.to("openreg")
+            values, indices = torch.topk(d, k, dim, largest)
+            want_values, want_indices = first_k(t, k, dim, largest)
+            torch.testing.assert_close(values.cpu(), want_values, rtol=0, atol=0, equal_nan=True)
+            assert torch.equal(indices.cpu(), want_indices), (t.shape, k, dim, largest)
+            cpu_values, _ = torch.topk(t, k, dim, largest)
+            torch.testing.assert_close(values.cpu(), cpu_values, rtol=0, atol=0, equal_nan=True)
+    # into given tensors, and the kth value (the last of the k smallest)
+    values = torch.empty(0, dtype=dtype, device="openreg")
+    indices = torch.empty(0, dtype=torch.int64, device="openreg")
+    torch.topk(x.to("openreg"), 6, 2, out=(values, indices))
+    assert torch.equal(indices.cpu(), first_k(x, 6, 2, True)[1])
+    v, i = torch.kthvalue(x.to("openreg"), 9, 2)
+    assert torch.equal(i.cpu(), first_k(x, 9, 2, False)[1][..., 8])
+    torch.testing.assert_close(v.cpu(), torch.kthvalue(x, 9, 2)[0], rtol=0, atol=0, equal_nan=True)
+
+
+def test_topk_of_a_bad_k_raises_as_on_cpu():
+    x = torch.randn(4, 100)
+    _check(lambda t: t.topk(101, 1), x)
+    _check(lambda t: t.topk(-1, 1), x)
+    _check(lambda t: t.topk(0, 1), x)
+    _check(lambda t: t.topk(3, 1), x > 0)  # CPU has no bool topk
+    d = x.to("openreg")
+    assert torch.equal(d.topk(3, 1)[1].cpu(), x.topk(3, 1)[1])  # the device is still usable
+
+
 def test_sort_puts_nan_above_every_number():
     x = torch.tensor([[3.0, float("nan"), -1.0, float("inf"), float("nan"), -float("inf")]])
     _check(lambda t: t.sort(dim=1, stable=True), x)
