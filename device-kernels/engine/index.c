@@ -283,12 +283,43 @@ EXPORT(nonzero) void nonzero(const or_nonzero *p, int32_t worker, int32_t worker
   }
 }
 
-EXPORT(positions) void positions(const or_position *p, int32_t worker, int32_t workers) {
-  /* sequential: one worker runs it */
-  check_worker(worker, workers);
-  if (worker > 0) {
+/* arange and linspace: positions [lo, hi) of the line, a chunk at a time
+ * (each value depends on its position alone, so workers split the line). */
+static void positions_line(const or_position *p, char *out, int64_t lo, int64_t hi) {
+  const int64_t st = p->strides[0][0];
+  const uint32_t dtype = p->dtype;
+  const int arange = p->op == OR_POSITION_ARANGE;
+  if (p->compute == OR_COMPUTE_I64) {
+    const int64_t start = p->args[0].i, step = p->args[1].i;
+    int64_t line[OR_CHUNK];
+    for (int64_t i0 = lo; i0 < hi; i0 += OR_CHUNK) {
+      const int64_t m = hi - i0 < OR_CHUNK ? hi - i0 : OR_CHUNK;
+      for (int64_t j = 0; j < m; j++) {
+        line[j] = (int64_t)((uint64_t)start + (uint64_t)step * (uint64_t)(i0 + j)); /* wraps, as CPU */
+      }
+      store_row_I64(out + i0 * st, st, dtype, line, m);
+    }
     return;
   }
+  /* linspace: the first half steps up from start, the second down from end */
+  const double start = p->args[0].f, end = p->args[1].f;
+  const double step = arange ? p->args[1].f : p->args[2].f;
+  const int64_t steps = p->args[3].i, halfway = arange ? hi : steps / 2;
+  double line[OR_CHUNK];
+  for (int64_t i0 = lo; i0 < hi; i0 += OR_CHUNK) {
+    const int64_t m = hi - i0 < OR_CHUNK ? hi - i0 : OR_CHUNK;
+    for (int64_t j = 0; j < m; j++) {
+      const int64_t i = i0 + j;
+      line[j] = i < halfway ? start + step * (double)i : end - step * (double)(steps - i - 1);
+    }
+    store_row_F64(out + i0 * st, st, dtype, line, m);
+  }
+}
+
+EXPORT(positions) void positions(const or_position *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  const or_position part = *params; /* a local copy: stores to the output cannot alias it */
+  const or_position *p = &part;
   if (p->op >= OR_POSITION_COUNT || p->ndim < 1 || p->ndim > OR_MAX_DIMS ||
       ((p->op == OR_POSITION_TRIL || p->op == OR_POSITION_TRIU) && p->ndim < 2)) {
     TRAP();
@@ -303,20 +334,13 @@ EXPORT(positions) void positions(const or_position *p, int32_t worker, int32_t w
   }
   char *out = device_ptr(p->data[0]);
   if (p->op == OR_POSITION_ARANGE || p->op == OR_POSITION_LINSPACE) {
-    const int64_t n = p->sizes[0];
-    const int64_t st = p->strides[0][0];
-    const int64_t halfway = p->op == OR_POSITION_LINSPACE ? p->args[3].i / 2 : n;
-    for (int64_t i = 0; i < n; i++) {
-      if (p->compute == OR_COMPUTE_I64) {
-        const int64_t v = i < halfway ? p->args[0].i + p->args[1].i * i : 0;
-        store_I64(out + i * st, dtype, v);
-      } else if (p->op == OR_POSITION_ARANGE || i < halfway) {
-        store_F64(out + i * st, dtype, p->args[0].f + (p->op == OR_POSITION_ARANGE ? p->args[1].f : p->args[2].f) * (double)i);
-      } else {
-        store_F64(out + i * st, dtype, p->args[1].f - p->args[2].f * (double)(p->args[3].i - i - 1));
-      }
-    }
+    int64_t lo, hi;
+    split_range(p->sizes[0], OR_CHUNK, worker, workers, &lo, &hi);
+    positions_line(p, out, lo, hi);
     return;
+  }
+  if (worker > 0) {
+    return; /* triangles: one worker */
   }
   /* TRIL / TRIU over the last two dimensions. */
   const char *in = device_ptr(p->data[1]);

@@ -974,7 +974,8 @@ void launch_positions(or_position_op op, const at::Tensor& out, const at::Tensor
   }
   const std::array<uint32_t, 2> pointers = {static_cast<uint32_t>(offsetof(or_position, data)),
                                             static_cast<uint32_t>(offsetof(or_position, data) + 8)};
-  launch<kPositions>(device.index(), block, pointers.data(), pointers.size(), 0);
+  // arange and linspace split their line between the workers; triangles run on one
+  launch<kPositions>(device.index(), block, pointers.data(), pointers.size(), triangle ? 0 : out.numel());
 }
 
 GemmOperand gemm_matrices(const at::Tensor& t) {

@@ -160,6 +160,23 @@ def test_factories_match_cpu():
     _same(torch.arange(0, device="openreg"), torch.arange(0))
 
 
+def test_long_factories_match_cpu_across_chunks_and_workers():
+    # long enough for every worker and many chunks of a worker, with a ragged end
+    for kwargs in ({}, {"dtype": torch.float64}, {"dtype": torch.int64}, {"dtype": torch.int16}):
+        _same(torch.arange(-7, 300_001, device="openreg", **kwargs), torch.arange(-7, 300_001, **kwargs))
+    _same(torch.arange(-7, 65_000, dtype=torch.float16, device="openreg"), torch.arange(-7, 65_000, dtype=torch.float16),
+          exact=False)
+    _same(torch.arange(-3.5, 70_000, 0.25, device="openreg"), torch.arange(-3.5, 70_000, 0.25), exact=False)
+    for dtype in (torch.float32, torch.float64):
+        _same(torch.linspace(-1, 2, 200_001, dtype=dtype, device="openreg"), torch.linspace(-1, 2, 200_001, dtype=dtype),
+              exact=False)
+    big = 2**62
+    _same(torch.arange(big, big + 3 * 100_000, 3, device="openreg"), torch.arange(big, big + 3 * 100_000, 3))
+    out = torch.empty(200_000, dtype=torch.int64, device="openreg")[::2]  # into a strided view
+    torch.arange(100_000, out=out)
+    _same(out, torch.arange(100_000))
+
+
 def test_ops_built_on_these_stay_on_the_device():
     x = _values((6, 4), torch.float32).to("openreg")
     torch.openreg.reset_op_counts()
