@@ -116,6 +116,73 @@ ALWAYS_INLINE uint16_t f32_to_bf16(float f) {
 }
 
 
+/* The same conversions four lanes at a time, bit for bit: halves (float16
+ * or bfloat16 bits, one per 32-bit lane) to float32 and back. Every
+ * comparison is a signed one (the values compared have no sign bit), one
+ * instruction on x86-64 where an unsigned one takes three. */
+ALWAYS_INLINE v128_t f16x4_to_f32x4(v128_t h) {
+  const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
+  const v128_t e = wasm_v128_and(h, wasm_i32x4_splat(0x7c00));
+  const v128_t m = wasm_v128_and(h, wasm_i32x4_splat(0x3ff));
+  const v128_t normal =
+      wasm_i32x4_add(wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13), wasm_i32x4_splat(112 << 23));
+  const v128_t special = wasm_v128_or(wasm_i32x4_splat(0x7f800000), wasm_i32x4_shl(m, 13));
+  const v128_t subnormal = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(m), wasm_f32x4_splat(5.9604644775390625e-08f));
+  v128_t r = wasm_v128_bitselect(special, normal, wasm_i32x4_eq(e, wasm_i32x4_splat(0x7c00)));
+  r = wasm_v128_bitselect(subnormal, r, wasm_i32x4_eq(e, wasm_i32x4_splat(0)));
+  return wasm_v128_or(sign, r);
+}
+
+ALWAYS_INLINE v128_t f32x4_to_f16x4(v128_t x) {
+  const v128_t sign = wasm_v128_and(wasm_u32x4_shr(x, 16), wasm_i32x4_splat(0x8000));
+  const v128_t ax = wasm_v128_and(x, wasm_i32x4_splat(0x7fffffff));
+  const v128_t rebiased = wasm_i32x4_sub(ax, wasm_i32x4_splat(0x38000000));
+  const v128_t odd = wasm_v128_and(wasm_u32x4_shr(rebiased, 13), wasm_i32x4_splat(1));
+  const v128_t normal = wasm_u32x4_shr(wasm_i32x4_add(wasm_i32x4_add(rebiased, wasm_i32x4_splat(0xfff)), odd), 13);
+  const v128_t subnormal = wasm_i32x4_sub(wasm_f32x4_add(ax, wasm_f32x4_splat(0.5f)), wasm_i32x4_splat(0x3f000000));
+  const v128_t nan = wasm_v128_or(wasm_i32x4_splat(0x7e00), wasm_v128_and(wasm_u32x4_shr(ax, 13), wasm_i32x4_splat(0x3ff)));
+  v128_t r = wasm_v128_bitselect(normal, subnormal, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x387fffff)));
+  r = wasm_v128_bitselect(wasm_i32x4_splat(0x7c00), r, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x477fffff)));
+  r = wasm_v128_bitselect(nan, r, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x7f800000)));
+  return wasm_v128_or(sign, r);
+}
+
+ALWAYS_INLINE v128_t f32x4_to_bf16x4(v128_t u) {
+  const v128_t odd = wasm_v128_and(wasm_u32x4_shr(u, 16), wasm_i32x4_splat(1));
+  const v128_t rounded = wasm_u32x4_shr(wasm_i32x4_add(wasm_i32x4_add(u, wasm_i32x4_splat(0x7fff)), odd), 16);
+  const v128_t nan = wasm_v128_or(wasm_u32x4_shr(u, 16), wasm_i32x4_splat(0x40));
+  const v128_t ax = wasm_v128_and(u, wasm_i32x4_splat(0x7fffffff));
+  return wasm_v128_bitselect(nan, rounded, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x7f800000)));
+}
+
+/* n halves at q (contiguous) to float32, and back: eight per step, the
+ * rest one by one. */
+ALWAYS_INLINE void halves_to_f32(float *dst, const uint16_t *q, int64_t n, int bf16) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v128_t h = wasm_v128_load(q + j);
+    const v128_t lo = wasm_u32x4_extend_low_u16x8(h), hi = wasm_u32x4_extend_high_u16x8(h);
+    wasm_v128_store(dst + j, bf16 ? wasm_i32x4_shl(lo, 16) : f16x4_to_f32x4(lo));
+    wasm_v128_store(dst + j + 4, bf16 ? wasm_i32x4_shl(hi, 16) : f16x4_to_f32x4(hi));
+  }
+  for (; j < n; j++) {
+    dst[j] = bf16 ? bf16_to_f32(q[j]) : f16_to_f32(q[j]);
+  }
+}
+
+ALWAYS_INLINE void f32_to_halves(uint16_t *q, const float *src, int64_t n, int bf16) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v128_t lo = wasm_v128_load(src + j), hi = wasm_v128_load(src + j + 4);
+    /* each lane holds 0..0xffff: the saturating narrow keeps it */
+    wasm_v128_store(q + j, bf16 ? wasm_u16x8_narrow_i32x4(f32x4_to_bf16x4(lo), f32x4_to_bf16x4(hi))
+                                : wasm_u16x8_narrow_i32x4(f32x4_to_f16x4(lo), f32x4_to_f16x4(hi)));
+  }
+  for (; j < n; j++) {
+    q[j] = bf16 ? f32_to_bf16(src[j]) : f32_to_f16(src[j]);
+  }
+}
+
 /* ---- loads and stores of any dtype, in each compute type ---- */
 
 /* Float to integer conversions give what PyTorch's CPU kernels give on
@@ -251,6 +318,17 @@ __attribute__((no_builtin("memcpy"))) static inline void copy_bytes(void *restri
  * typed loop as the fast paths'. */
 #define OR_CHUNK 256
 
+/* Cases of the row loops' inner switch: the dtype a constant, so that the
+ * load or store's own switch folds away and clang can vectorize. */
+#define OR_ROW_LOAD_AS(C, D)                                                                         \
+  case D:                                                                                            \
+    for (int64_t j = 0; j < m; j++) dst[j] = load_##C(p + j * stride, D);                            \
+    return;
+#define OR_ROW_STORE_AS(C, D)                                                                        \
+  case D:                                                                                            \
+    for (int64_t j = 0; j < m; j++) store_##C(p + j * stride, D, src[j]);                            \
+    return;
+
 /* A chunk of `m` elements of any dtype, `stride` bytes apart, to and from
  * the compute type: one loop per dtype. */
 #define OR_DEFINE_ROWS(C, T)                                                                         \
@@ -270,6 +348,10 @@ __attribute__((no_builtin("memcpy"))) static inline void copy_bytes(void *restri
       for (int64_t j = 0; j < m; j++) dst[j] = (T)(*(const uint8_t *)(p + j * stride) != 0);         \
       return;                                                                                        \
     case OR_F16:                                                                                     \
+      if (stride == 2 && sizeof(T) == 4) { /* contiguous into float32 */                             \
+        halves_to_f32((float *)dst, (const uint16_t *)p, m, 0);                                      \
+        return;                                                                                      \
+      }                                                                                              \
       if (stride == 2) { /* contiguous: a loop clang vectorizes */                                   \
         const uint16_t *q = (const uint16_t *)p;                                                     \
         for (int64_t j = 0; j < m; j++) dst[j] = (T)f16_to_f32(q[j]);                                \
@@ -278,6 +360,10 @@ __attribute__((no_builtin("memcpy"))) static inline void copy_bytes(void *restri
       for (int64_t j = 0; j < m; j++) dst[j] = (T)f16_to_f32(*(const uint16_t *)(p + j * stride));   \
       return;                                                                                        \
     case OR_BF16:                                                                                    \
+      if (stride == 2 && sizeof(T) == 4) {                                                           \
+        halves_to_f32((float *)dst, (const uint16_t *)p, m, 1);                                      \
+        return;                                                                                      \
+      }                                                                                              \
       if (stride == 2) {                                                                             \
         const uint16_t *q = (const uint16_t *)p;                                                     \
         for (int64_t j = 0; j < m; j++) dst[j] = (T)bf16_to_f32(q[j]);                               \
@@ -286,8 +372,17 @@ __attribute__((no_builtin("memcpy"))) static inline void copy_bytes(void *restri
       for (int64_t j = 0; j < m; j++) dst[j] = (T)bf16_to_f32(*(const uint16_t *)(p + j * stride));  \
       return;                                                                                        \
     default:                                                                                         \
-      for (int64_t j = 0; j < m; j++) dst[j] = load_##C(p + j * stride, dtype);                      \
-      return;                                                                                        \
+      switch (dtype) { /* one loop per dtype, the conversion inlined */                              \
+        OR_ROW_LOAD_AS(C, OR_I8)                                                                     \
+        OR_ROW_LOAD_AS(C, OR_I16)                                                                    \
+        OR_ROW_LOAD_AS(C, OR_I32)                                                                    \
+        OR_ROW_LOAD_AS(C, OR_I64)                                                                    \
+        OR_ROW_LOAD_AS(C, OR_F32)                                                                    \
+        OR_ROW_LOAD_AS(C, OR_F64)                                                                    \
+      default:                                                                                       \
+        for (int64_t j = 0; j < m; j++) dst[j] = load_##C(p + j * stride, dtype);                    \
+        return;                                                                                      \
+      }                                                                                              \
     }                                                                                                \
   }                                                                                                  \
   static inline void store_row_##C(char *p, int64_t stride, uint32_t dtype, const T *src, int64_t m) {      \
@@ -303,6 +398,10 @@ __attribute__((no_builtin("memcpy"))) static inline void copy_bytes(void *restri
       for (int64_t j = 0; j < m; j++) *(uint8_t *)(p + j * stride) = src[j] != 0;                    \
       return;                                                                                        \
     case OR_F16:                                                                                     \
+      if (stride == 2 && sizeof(T) == 4) { /* contiguous from float32 */                             \
+        f32_to_halves((uint16_t *)p, (const float *)src, m, 0);                                      \
+        return;                                                                                      \
+      }                                                                                              \
       if (stride == 2) {                                                                             \
         uint16_t *q = (uint16_t *)p;                                                                 \
         for (int64_t j = 0; j < m; j++) q[j] = f32_to_f16((float)src[j]);                            \
@@ -311,6 +410,10 @@ __attribute__((no_builtin("memcpy"))) static inline void copy_bytes(void *restri
       for (int64_t j = 0; j < m; j++) *(uint16_t *)(p + j * stride) = f32_to_f16((float)src[j]);     \
       return;                                                                                        \
     case OR_BF16:                                                                                    \
+      if (stride == 2 && sizeof(T) == 4) {                                                           \
+        f32_to_halves((uint16_t *)p, (const float *)src, m, 1);                                      \
+        return;                                                                                      \
+      }                                                                                              \
       if (stride == 2) {                                                                             \
         uint16_t *q = (uint16_t *)p;                                                                 \
         for (int64_t j = 0; j < m; j++) q[j] = f32_to_bf16((float)src[j]);                           \
@@ -319,8 +422,18 @@ __attribute__((no_builtin("memcpy"))) static inline void copy_bytes(void *restri
       for (int64_t j = 0; j < m; j++) *(uint16_t *)(p + j * stride) = f32_to_bf16((float)src[j]);    \
       return;                                                                                        \
     default:                                                                                         \
-      for (int64_t j = 0; j < m; j++) store_##C(p + j * stride, dtype, src[j]);                      \
-      return;                                                                                        \
+      switch (dtype) {                                                                               \
+        OR_ROW_STORE_AS(C, OR_U8)                                                                    \
+        OR_ROW_STORE_AS(C, OR_I8)                                                                    \
+        OR_ROW_STORE_AS(C, OR_I16)                                                                   \
+        OR_ROW_STORE_AS(C, OR_I32)                                                                   \
+        OR_ROW_STORE_AS(C, OR_I64)                                                                   \
+        OR_ROW_STORE_AS(C, OR_F32)                                                                   \
+        OR_ROW_STORE_AS(C, OR_F64)                                                                   \
+      default:                                                                                       \
+        for (int64_t j = 0; j < m; j++) store_##C(p + j * stride, dtype, src[j]);                    \
+        return;                                                                                      \
+      }                                                                                              \
     }                                                                                                \
   }
 

@@ -693,6 +693,32 @@ def test_dtype_conversions_run_on_the_device(src, dst):
     torch.testing.assert_close(d.cpu(), x.to(dst), rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("half", (torch.float16, torch.bfloat16), ids=str)
+def test_half_conversions_match_cpu_bit_for_bit(half):
+    # every half (subnormals, infinities, NaNs included) to float32, and float32 values at
+    # and around every rounding boundary (the ties round to even) back
+    bits = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
+    halves = bits.view(half)
+    wide = halves.to("openreg").float().cpu()
+    nan = halves.isnan()
+    assert torch.equal(wide.isnan(), nan)
+    assert torch.equal(wide[~nan].view(torch.int32), halves[~nan].float().view(torch.int32))
+    finite = halves[halves.isfinite()].double().unique()
+    ties = (finite[:-1] + finite[1:]) / 2
+    values = torch.cat([finite, ties, torch.nextafter(ties, torch.tensor(float("inf"), dtype=torch.float64)),
+                        torch.nextafter(ties, torch.tensor(-float("inf"), dtype=torch.float64)),
+                        torch.tensor([1e30, -1e30, 65520.0, -65520.0, 3.4e38, float("inf"), float("nan")],
+                                     dtype=torch.float64)]).float()
+    narrow = values.to("openreg").to(half).cpu()
+    expected = values.to(half)
+    nan = expected.isnan()
+    assert torch.equal(narrow.isnan(), nan)
+    assert torch.equal(narrow[~nan].view(torch.int16), expected[~nan].view(torch.int16))
+    # strided (the element-by-element loops) agree with the contiguous ones
+    assert torch.equal(values.to("openreg")[::3].to(half).cpu().view(torch.int16)[~nan[::3]],
+                       expected[::3].view(torch.int16)[~nan[::3]])
+
+
 def test_layout_changes_run_on_the_device_within_and_across_devices():
     x = _values((6, 8), torch.float32, 23)
     d = x.to("openreg:0")
