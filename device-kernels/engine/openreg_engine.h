@@ -590,11 +590,13 @@ static inline int64_t or_gemm_scratch_bytes(uint32_t dtype, int64_t m, int64_t n
 
 /*
  * The `random` kernel: fills out0 with random numbers drawn by Philox4x32-10,
- * a counter-based generator: the element at row-major position i (of out0's
- * logical shape) takes the block of key `seed` and counter (i, `offset`), so
- * each element's value depends only on the seed, the launch's offset and its
- * position, never on how the work is split. The host gives every launch a
- * new offset (the generator's state: seed and offset, as CUDA's Philox).
+ * a counter-based generator: block b is the one of key `seed` and counter
+ * (b, `offset`), and the element at row-major position i (of out0's logical
+ * shape) takes slot i % D of block i / D (D = 4 for float32, float16 and
+ * bfloat16 uniforms, 2 for every other draw; random.c), so each element's
+ * value depends only on the seed, the launch's offset and its position,
+ * never on how the work is split. The host gives every launch a new offset
+ * (the generator's state: seed and offset, as CUDA's Philox).
  */
 #define OR_RANDOM_OPS(X)                                                              \
   X(UNIFORM)   /* args[0] + u * (args[1] - args[0]), u in [0, 1) (floats) */       \

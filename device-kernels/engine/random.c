@@ -5,11 +5,15 @@
  * with the element's row-major position and the launch's offset as the
  * counter (see or_random in openreg_engine.h).
  *
- * Each element takes one Philox block (four 32-bit words) of its own and
- * uses what it needs: uniform floats take 24 (float32, float16, bfloat16)
- * or 53 (float64) bits, normals two uniforms through Box-Muller, Bernoulli
- * draws a 53-bit uniform against p, integer ranges a 64-bit word modulo the
- * range. Compiled for wasm32 and wasm64 with the rest of the engine.
+ * A Philox block is four 32-bit words, shared by consecutive elements:
+ * element i takes slot i % D of block i / D (draws_per_block). A uniform
+ * float32, float16 or bfloat16 takes one word (24 bits), so four elements
+ * share a block; a float64 uniform takes two words (53 bits), a Bernoulli
+ * draw a 53-bit uniform against p, an integer range a 64-bit word modulo
+ * the range, so two share one; a normal pair is one Box-Muller transform
+ * of the block's two 53-bit uniforms, r cos(t) for the first element and
+ * r sin(t) for the second. Compiled for wasm32 and wasm64 with the rest of
+ * the engine.
  */
 #include "dtype.h"
 
@@ -74,21 +78,37 @@ ALWAYS_INLINE double uniform53(uint32_t hi, uint32_t lo) {
   return (double)(bits & (((uint64_t)1 << 53) - 1)) * 1.1102230246251565e-16; /* 2^-53 */
 }
 
-/* A float op's value from its counter's random bits: `a0`, `a1` are the op's
+/* Elements per Philox block (see the top of this file). */
+ALWAYS_INLINE int64_t draws_per_block(uint32_t op, uint32_t dtype) {
+  return op == OR_RANDOM_UNIFORM && dtype != OR_F64 ? 4 : 2;
+}
+
+/* Both normals of a block: r cos(t) and r sin(t), u1 in (0, 1] keeping the
+ * log finite. Branch-free, so that loops over blocks vectorize. */
+ALWAYS_INLINE void box_muller(const philox_block *b, double *first, double *second) {
+  const double u1 = 1.0 - uniform53(b->w[0], b->w[1]);
+  const double u2 = uniform53(b->w[2], b->w[3]);
+  const double r = __builtin_sqrt(-2.0 * m_log_f64(u1));
+  double s, c;
+  m_sincos_fast_f64(6.283185307179586 * u2, &s, &c); /* 2 pi u2 < 2^20: the fast reduction is exact */
+  *first = r * c;
+  *second = r * s;
+}
+
+/* A float op's value from slot `slot` of a block: `a0`, `a1` are the op's
  * bounds (uniform), mean and deviation (normal) or probability (Bernoulli,
  * checked by the caller); `wide`: 53 random bits for a uniform (float64). */
-ALWAYS_INLINE double sample(uint32_t op, philox_block b, int wide, double a0, double a1) {
+ALWAYS_INLINE double sample(uint32_t op, const philox_block *b, int slot, int wide, double a0, double a1) {
   switch (op) {
   case OR_RANDOM_UNIFORM:
-    return a0 + (wide ? uniform53(b.w[0], b.w[1]) : uniform24(b.w[0])) * (a1 - a0);
+    return a0 + (wide ? uniform53(b->w[2 * slot], b->w[2 * slot + 1]) : uniform24(b->w[slot])) * (a1 - a0);
   case OR_RANDOM_NORMAL: {
-    /* Box-Muller: u1 in (0, 1] keeps the log finite */
-    const double u1 = 1.0 - uniform53(b.w[0], b.w[1]);
-    const double u2 = uniform53(b.w[2], b.w[3]);
-    return a0 + a1 * (__builtin_sqrt(-2.0 * m_log_f64(u1)) * m_cos_f64(6.283185307179586 * u2));
+    double z0, z1;
+    box_muller(b, &z0, &z1);
+    return a0 + a1 * (slot ? z1 : z0);
   }
   default: /* OR_RANDOM_BERNOULLI */
-    return uniform53(b.w[0], b.w[1]) < a0 ? 1.0 : 0.0;
+    return uniform53(b->w[2 * slot], b->w[2 * slot + 1]) < a0 ? 1.0 : 0.0;
   }
 }
 
@@ -99,21 +119,21 @@ ALWAYS_INLINE void check_probability(double prob) {
   }
 }
 
-/* One element from its counter's random bits. */
-static void draw(const or_random *p, philox_block b, char *out, const char *in) {
+/* One element from slot `slot` of its block. */
+static void draw(const or_random *p, const philox_block *b, int slot, char *out, const char *in) {
   switch (p->op) {
   case OR_RANDOM_UNIFORM:
   case OR_RANDOM_NORMAL:
-    store_F64(out, p->dtype, sample(p->op, b, p->dtype == OR_F64, p->args[0].f, p->args[1].f));
+    store_F64(out, p->dtype, sample(p->op, b, slot, p->dtype == OR_F64, p->args[0].f, p->args[1].f));
     return;
   case OR_RANDOM_BERNOULLI: {
     const double prob = p->in_dtype ? load_F64(in, p->in_dtype) : p->args[0].f;
     check_probability(prob);
-    store_F64(out, p->dtype, sample(p->op, b, 0, prob, 0.0));
+    store_F64(out, p->dtype, sample(p->op, b, slot, 0, prob, 0.0));
     return;
   }
   case OR_RANDOM_RANGE: {
-    const uint64_t r = ((uint64_t)b.w[0] << 32) | b.w[1];
+    const uint64_t r = ((uint64_t)b->w[2 * slot] << 32) | b->w[2 * slot + 1];
     const uint64_t n = (uint64_t)p->args[1].i; /* 0: all 2^64 values */
     store_I64(out, p->dtype, (int64_t)((uint64_t)p->args[0].i + (n ? r % n : r)));
     return;
@@ -136,8 +156,9 @@ static int contiguous_output(const or_random *p) {
   return p->in_dtype == 0;
 }
 
-/* Positions [lo, hi) of a contiguous float32 output: draw()'s values
- * without its per-element walk and dtype dispatch. */
+/* Positions [lo, hi) of a contiguous float32 output (lo a multiple of 16):
+ * draw()'s values, four blocks at a time, without its per-element walk and
+ * dispatch; a block's two normals come from one transform. */
 static void fill_f32(const or_random *p, int64_t lo, int64_t hi) {
   float *out = (float *)device_ptr(p->data[0]);
   const uint32_t op = p->op;
@@ -146,12 +167,30 @@ static void fill_f32(const or_random *p, int64_t lo, int64_t hi) {
   if (op == OR_RANDOM_BERNOULLI) {
     check_probability(a0);
   }
+  const int64_t per = draws_per_block(op, OR_F32);
   philox_block b[4];
-  for (int64_t i = lo; i < hi; i += 4) {
-    philox4(seed, (uint64_t)i, offset, b);
-    const int n = hi - i < 4 ? (int)(hi - i) : 4;
-    for (int l = 0; l < n; l++) {
-      out[i + l] = (float)sample(op, b[l], 0, a0, a1);
+  double v[16];
+  for (int64_t i = lo; i < hi; i += 4 * per) {
+    philox4(seed, (uint64_t)(i / per), offset, b);
+    if (op == OR_RANDOM_UNIFORM) {
+      for (int e = 0; e < 16; e++) {
+        v[e] = a0 + uniform24(b[e / 4].w[e % 4]) * (a1 - a0);
+      }
+    } else if (op == OR_RANDOM_NORMAL) {
+      for (int l = 0; l < 4; l++) {
+        double z0, z1;
+        box_muller(&b[l], &z0, &z1);
+        v[2 * l] = a0 + a1 * z0;
+        v[2 * l + 1] = a0 + a1 * z1;
+      }
+    } else {
+      for (int e = 0; e < 8; e++) {
+        v[e] = uniform53(b[e / 2].w[2 * (e % 2)], b[e / 2].w[2 * (e % 2) + 1]) < a0 ? 1.0 : 0.0;
+      }
+    }
+    const int n = hi - i < 4 * per ? (int)(hi - i) : (int)(4 * per);
+    for (int e = 0; e < n; e++) {
+      out[i + e] = (float)v[e];
     }
   }
 }
@@ -189,13 +228,16 @@ EXPORT(random) void random(const or_random *p, int32_t worker, int32_t workers) 
       in += pos[d] * p->strides[1][d];
     }
   }
+  const int64_t per = draws_per_block(p->op, p->dtype);
   philox_block blocks[4];
+  uint64_t first = 0; /* the block in blocks[0] */
   for (int64_t i = lo; i < hi; i++) {
-    const int64_t lane = (i - lo) & 3;
-    if (lane == 0) {
-      philox4(p->seed, (uint64_t)i, p->offset, blocks);
+    const uint64_t block = (uint64_t)(i / per);
+    if (i == lo || block - first >= 4) {
+      first = block;
+      philox4(p->seed, block, p->offset, blocks);
     }
-    draw(p, blocks[lane], out, in);
+    draw(p, &blocks[block - first], (int)(i % per), out, in);
     for (int d = (int)nd - 1; d >= 0; d--) {
       out += p->strides[0][d];
       if (in) {

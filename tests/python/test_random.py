@@ -158,6 +158,43 @@ def test_values_depend_on_the_seed_and_position_only():
     assert torch.equal(torch.randn(100, device=DEV).cpu(), c.cpu())
 
 
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.float16), ids=str)
+def test_every_path_draws_the_same_value_at_a_position(dtype):
+    # Consecutive elements share a Philox block (four uniforms, or two of the other draws): a
+    # contiguous fill, a transposed view, a ragged length and a probability tensor all give
+    # each logical position the same value.
+    fills = {
+        "uniform": lambda t: t.uniform_(-1, 2),
+        "normal": lambda t: t.normal_(0.5, 3.0),
+        "bernoulli": lambda t: t.bernoulli_(0.3),
+    }
+    for name, fill in fills.items():
+        torch.openreg.manual_seed(11)
+        a = fill(torch.empty(9, 37, dtype=dtype, device=DEV)).cpu()
+        torch.openreg.manual_seed(11)
+        b = fill(torch.empty(37, 9, dtype=dtype, device=DEV).t()).cpu()
+        assert torch.equal(a, b), name
+        torch.openreg.manual_seed(11)
+        c = fill(torch.empty(9 * 37 + 5, dtype=dtype, device=DEV)).cpu()
+        assert torch.equal(c[: 9 * 37].view(9, 37), a), name
+    torch.openreg.manual_seed(12)
+    d = torch.empty(9, 37, dtype=dtype, device=DEV).bernoulli_(0.3).cpu()
+    torch.openreg.manual_seed(12)
+    e = torch.bernoulli(torch.full((9, 37), 0.3, dtype=dtype, device=DEV)).cpu()
+    assert torch.equal(d, e)
+
+
+def test_the_two_normals_of_a_block_are_independent():
+    # r cos(t) and r sin(t) of one Box-Muller transform: uncorrelated, each standard normal
+    torch.openreg.manual_seed(13)
+    z = torch.randn(400_000, device=DEV).cpu().double().view(-1, 2)
+    for half in (z[:, 0], z[:, 1]):
+        assert abs(half.mean()) < 0.01 and abs(half.std() - 1) < 0.01
+        assert abs(half.abs().gt(2).double().mean() - 0.0455) < 0.003
+    assert abs(torch.corrcoef(z.t())[0, 1]) < 0.01
+    assert abs(torch.corrcoef((z * z).t())[0, 1]) < 0.01
+
+
 def test_bad_arguments_raise_like_cpu_and_the_device_stays_usable():
     x = torch.empty(4, device=DEV)
     with pytest.raises(RuntimeError, match="from=3.*to=1"):
