@@ -297,6 +297,24 @@ OR_DEFINE_STORE(store_F32, float, float_to_i32, float_to_i64)
 OR_DEFINE_STORE(store_F64, double, float_to_i32, float_to_i64)
 OR_DEFINE_STORE(store_I64, int64_t, OR_INT_AS_IS, OR_INT_AS_IS)
 
+/* Copies one element of `size` bytes (both operands of one dtype). */
+ALWAYS_INLINE void move_element(char *dst, const char *src, uint32_t size) {
+  switch (size) {
+  case 1:
+    *(uint8_t *)dst = *(const uint8_t *)src;
+    return;
+  case 2:
+    *(uint16_t *)dst = *(const uint16_t *)src;
+    return;
+  case 4:
+    *(uint32_t *)dst = *(const uint32_t *)src;
+    return;
+  default:
+    *(uint64_t *)dst = *(const uint64_t *)src;
+    return;
+  }
+}
+
 /* Copies n bytes (the ranges do not overlap), 16 at a time. Not memcpy:
  * that compiles to wasm's memory.copy, which wasmtime runs as a call into
  * the runtime, costly for the short rows kernels copy. */

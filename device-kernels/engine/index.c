@@ -31,24 +31,6 @@ static int64_t indexed_offset(const or_index *p, char *const *ptr) {
   return off;
 }
 
-/* Copies one element of `size` bytes (both operands of one dtype). */
-ALWAYS_INLINE void move_element(char *dst, const char *src, uint32_t size) {
-  switch (size) {
-  case 1:
-    *(uint8_t *)dst = *(const uint8_t *)src;
-    return;
-  case 2:
-    *(uint16_t *)dst = *(const uint16_t *)src;
-    return;
-  case 4:
-    *(uint32_t *)dst = *(const uint32_t *)src;
-    return;
-  default:
-    *(uint64_t *)dst = *(const uint64_t *)src;
-    return;
-  }
-}
-
 /* Copies one element from src (dtype ds) to dst (dtype dd), converting if
  * they differ (`same_size`: their common size when they do not). */
 ALWAYS_INLINE void convert_element(char *dst, uint32_t dd, const char *src, uint32_t ds, uint32_t same_size) {
@@ -145,6 +127,98 @@ static void index_element(const or_index *p, char *const *ptr, uint32_t same_siz
 OR_DEFINE_GATHER_ROW(gather_row_4, uint32_t)
 OR_DEFINE_GATHER_ROW(gather_row_8, uint64_t)
 
+/*
+ * A row of the common scatters (`x[idx] = v`, index_put_, scatter_,
+ * index_add_, embedding's backward): one int64 index tensor, both sides of
+ * one dtype; SCATTER moves 4 or 8 bytes, SCATTER_ADD adds in float64 to
+ * float32 or float64, as index_element does, in the same order. A row with
+ * one index for all its elements (index_add_'s rows) checks it once, and
+ * when both rows are contiguous and apart runs CONTIG over them (`o`, `s`:
+ * n elements), a loop clang vectorizes.
+ */
+#define OR_DEFINE_SCATTER_ROW(NAME, U, UPDATE, CONTIG)                                            \
+  static void NAME(const or_index *p, char *const *ptr, int64_t n) {                             \
+    char *base = ptr[OR_INDEX_INDEXED];                                                           \
+    const char *src = ptr[OR_INDEX_DIRECT];                                                       \
+    const char *ip = ptr[2];                                                                      \
+    const int64_t sd = p->strides[OR_INDEX_DIRECT][0], sb = p->strides[OR_INDEX_INDEXED][0];      \
+    const int64_t si = p->strides[2][0];                                                          \
+    const int64_t size = p->indexed_sizes[0], stride = p->indexed_strides[0];                     \
+    const int64_t wrap = p->wrap ? size : 0;                                                      \
+    const double alpha = p->args[0].f;                                                            \
+    (void)alpha;                                                                                  \
+    if (si == 0) {                                                                                \
+      int64_t idx = *(const int64_t *)ip;                                                         \
+      idx += idx < 0 ? wrap : 0;                                                                  \
+      if ((uint64_t)idx >= (uint64_t)size) {                                                      \
+        TRAP(); /* index out of range: the device-side check */                                  \
+      }                                                                                           \
+      char *row = base + idx * stride;                                                            \
+      if (sb == (int64_t)sizeof(U) && sd == (int64_t)sizeof(U) &&                                 \
+          (row + n * sb <= src || src + n * sd <= row)) {                                         \
+        U *restrict o = (U *)row;                                                                 \
+        const U *restrict s = (const U *)src;                                                     \
+        CONTIG;                                                                                   \
+        return;                                                                                   \
+      }                                                                                           \
+      for (int64_t i = 0; i < n; i++) {                                                           \
+        U *o = (U *)(row + i * sb);                                                               \
+        const U v = *(const U *)(src + i * sd);                                                   \
+        *o = UPDATE;                                                                              \
+      }                                                                                           \
+      return;                                                                                     \
+    }                                                                                             \
+    for (int64_t i = 0; i < n; i++) {                                                             \
+      int64_t idx = *(const int64_t *)(ip + i * si);                                              \
+      idx += idx < 0 ? wrap : 0;                                                                  \
+      if ((uint64_t)idx >= (uint64_t)size) {                                                      \
+        TRAP();                                                                                   \
+      }                                                                                           \
+      U *o = (U *)(base + i * sb + idx * stride);                                                 \
+      const U v = *(const U *)(src + i * sd);                                                     \
+      *o = UPDATE;                                                                                \
+    }                                                                                             \
+  }
+/* A sum of two floats rounds the same in float32 as in float64 and then to
+ * float32 (float64 has more than twice float32's precision), so with
+ * alpha 1 the contiguous float32 rows add in float32. */
+#define OR_SCATTER_COPY copy_bytes(o, s, (usize)n * sizeof(*o))
+#define OR_SCATTER_ADD_F32                                                                        \
+  if (alpha == 1.0) {                                                                             \
+    for (int64_t i = 0; i < n; i++) o[i] = o[i] + s[i];                                           \
+  } else {                                                                                        \
+    for (int64_t i = 0; i < n; i++) o[i] = (float)((double)o[i] + alpha * (double)s[i]);          \
+  }
+#define OR_SCATTER_ADD_F64 for (int64_t i = 0; i < n; i++) o[i] = o[i] + alpha * s[i]
+OR_DEFINE_SCATTER_ROW(scatter_row_4, uint32_t, v, OR_SCATTER_COPY)
+OR_DEFINE_SCATTER_ROW(scatter_row_8, uint64_t, v, OR_SCATTER_COPY)
+OR_DEFINE_SCATTER_ROW(scatter_add_row_f32, float, (float)((double)*o + alpha * (double)v), OR_SCATTER_ADD_F32)
+OR_DEFINE_SCATTER_ROW(scatter_add_row_f64, double, *o + alpha * v, OR_SCATTER_ADD_F64)
+
+typedef void (*or_index_row)(const or_index *p, char *const *ptr, int64_t n);
+
+/* The row loop of the common cases above, or 0 for index_element's. */
+static or_index_row fast_row(const or_index *p, uint32_t same_size) {
+  if (p->nindices != 1 || p->dtypes[2] != OR_I64 || (same_size != 4 && same_size != 8)) {
+    return 0;
+  }
+  switch (p->op) {
+  case OR_INDEX_GATHER:
+    return same_size == 4 ? gather_row_4 : gather_row_8;
+  case OR_INDEX_SCATTER:
+    return same_size == 4 ? scatter_row_4 : scatter_row_8;
+  case OR_INDEX_SCATTER_ADD:
+    if (p->compute != OR_COMPUTE_F64) {
+      return 0;
+    }
+    return p->dtypes[OR_INDEX_DIRECT] == OR_F32 ? scatter_add_row_f32
+           : p->dtypes[OR_INDEX_DIRECT] == OR_F64 ? scatter_add_row_f64
+                                                  : 0;
+  default:
+    return 0;
+  }
+}
+
 EXPORT(index) void index(const or_index *params, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   or_index part = *params;
@@ -185,11 +259,10 @@ EXPORT(index) void index(const or_index *params, int32_t worker, int32_t workers
   }
   int64_t counter[OR_MAX_DIMS] = {0};
   const int64_t n0 = p->sizes[0];
-  const int fast = p->op == OR_INDEX_GATHER && p->nindices == 1 && p->dtypes[2] == OR_I64 &&
-                   (same_size == 4 || same_size == 8);
+  const or_index_row fast = fast_row(p, same_size);
   for (;;) {
     if (fast) {
-      (same_size == 4 ? gather_row_4 : gather_row_8)(p, ptr, n0);
+      fast(p, ptr, n0);
     } else {
       char *row[OR_INDEX_OPERANDS];
       for (uint32_t k = 0; k < nt; k++) {

@@ -255,6 +255,54 @@ def test_gathers_through_one_int64_index_match_cpu(dtype):
         assert torch.equal(actual, fn(t, i))
 
 
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.int64, torch.int32, torch.bfloat16), ids=str)
+def test_scatters_through_one_int64_index_match_cpu(dtype):
+    # float32/float64 adds and 4- and 8-byte moves take the scatter's own row loops (one index
+    # per element, or one per row for index_add_ and embedding's backward); the rest the
+    # general one. Repeated indices add in order; without repeats a put's result is defined.
+    g = torch.Generator().manual_seed(6)
+    scale = 100 if dtype != torch.bfloat16 else 1  # bfloat16: small integers, whose sums are exact
+    table = (torch.randn(50, 33, generator=g) * scale).round().to(dtype)
+    rows = torch.randint(-50, 50, (70,), generator=g)  # repeats, negative ones wrap
+    src = (torch.randn(70, 33, generator=g) * scale).to(dtype)
+    src = src.round() if dtype == torch.bfloat16 else src
+    distinct = torch.randperm(50, generator=g)[:30]
+    cols = torch.randint(0, 33, (50, 33), generator=g)
+    cases = [  # (table, source, rows, distinct rows, columns)
+        lambda t, s, r, d, c: t.index_add(0, r % 50, s),  # a row per index, contiguous
+        lambda t, s, r, d, c: t.index_add(0, r % 50, s, alpha=3),
+        lambda t, s, r, d, c: t.index_add(1, r[:33] % 33, s[:50, :33].t().contiguous().t()),  # strided rows
+        lambda t, s, r, d, c: t.index_put((r,), s, accumulate=True),
+        lambda t, s, r, d, c: t.flatten().index_put((r * 23,), s[:, 0], accumulate=True).view(50, 33),  # an index each
+        lambda t, s, r, d, c: t.scatter_add(1, c, s[:50]),
+        lambda t, s, r, d, c: t.index_put((d,), s[:30]),
+        lambda t, s, r, d, c: (lambda i: t.t().index_put((i,), s.t()[: i.numel(), :50]))(d[d < 33]),  # strided
+        lambda t, s, r, d, c: t.flatten().index_put((d * 33 + 5,), s[:30, 0]).view(50, 33),
+    ]
+    for k, fn in enumerate(cases):
+        args = (table, src, rows, distinct, cols)
+        with torch.openreg.fallback_policy("error"):
+            actual = fn(*(a.to("openreg") for a in args)).cpu()
+        expected = fn(*args)
+        if dtype.is_floating_point and k <= 5:
+            # sums: with alpha, the device rounds a product and a sum once (in float64);
+            # bfloat16 rounds after each add
+            torch.testing.assert_close(actual, expected)
+        else:
+            assert torch.equal(actual, expected), k
+    # embedding's backward adds each index's gradient row into its weight row
+    if dtype.is_floating_point:
+        w = table.to("openreg").requires_grad_()
+        torch.nn.functional.embedding((rows % 50).view(7, 10).to("openreg"), w).sum().backward()
+        c = table.clone().requires_grad_()
+        torch.nn.functional.embedding((rows % 50).view(7, 10), c).sum().backward()
+        assert torch.equal(w.grad.cpu(), c.grad)
+    with pytest.raises(RuntimeError, match="index is out of range"):
+        table.to("openreg").index_add_(0, torch.tensor([0, 50], device="openreg"), src[:2].to("openreg")).cpu()
+    d_rows = (rows % 50).to("openreg")
+    assert torch.equal(table.to("openreg").index_add(0, d_rows, src.to("openreg")).cpu(), table.index_add(0, rows % 50, src))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_take_put_and_index_copy_match_cpu(dtype):
     x = _values((4, 5), dtype, seed=21)
