@@ -344,6 +344,9 @@ enum or_reduce_phase {
   OR_REDUCE_PHASE_MERGE = 2,
 };
 #define OR_REDUCE_PARTIAL_BYTES 40
+/* SORT's scratch per worker for lines of n: 16 KiB of histograms, then two
+ * arrays of keys, two of positions and a copy of the line, 8 bytes each. */
+#define OR_SORT_ROOM(n) (16384 + 40 * (int64_t)(n))
 #define OR_REDUCE_SEGMENT_ALIGN 256
 
 typedef struct or_reduce {
@@ -357,8 +360,8 @@ typedef struct or_reduce {
   uint64_t data[OR_REDUCE_OPERANDS];
   int64_t strides[OR_REDUCE_OPERANDS][OR_MAX_DIMS];
   or_scalar args[OR_MAX_ARGS];
-  uint64_t scratch; /* device memory: SORT's 32 bytes per element of dimension 0, TOPK's */
-                    /* 16 bytes per element it keeps (k) per worker, or the partials */
+  uint64_t scratch; /* device memory, per worker: SORT's OR_SORT_ROOM(sizes[0]) bytes, */
+                    /* TOPK's 16 per element it keeps (k); or the partials */
   int64_t segment;  /* indices of the outermost reduced dimension per segment (phases 1 and 2) */
   uint32_t phase;   /* enum or_reduce_phase */
   uint32_t reserved;

@@ -933,8 +933,8 @@ static int use_columns(const or_reduce *p) {
 
 /* ---- sort ---- */
 
-/* One element being sorted: its value (as a double, or an int64 through
- * the same bits) and its position. */
+/* An element top k keeps: its value (as a double, or an int64 through the
+ * same bits) and its position. */
 typedef struct sort_item {
   union {
     double f;
@@ -961,53 +961,193 @@ static int sort_before(const sort_item *x, const sort_item *y, int is_float, int
   return x->index < y->index;
 }
 
-/* Bottom-up merge sort of a[0..n) using b[0..n) as room; returns where the result is. */
-static sort_item *merge_sort(sort_item *a, sort_item *b, int64_t n, int is_float, int descending) {
-  for (int64_t width = 1; width < n; width *= 2) {
-    for (int64_t lo = 0; lo < n; lo += 2 * width) {
-      const int64_t mid = lo + width < n ? lo + width : n;
-      const int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
-      int64_t i = lo, j = mid, k = lo;
-      while (i < mid && j < hi) {
-        b[k++] = sort_before(&a[j], &a[i], is_float, descending) ? a[j++] : a[i++];
-      }
-      while (i < mid) b[k++] = a[i++];
-      while (j < hi) b[k++] = a[j++];
+/*
+ * SORT: a stable LSD radix sort of each line. An element's key is a uint64
+ * that orders as SORT orders the values: a float's bits with the sign bit
+ * flipped (all bits of a negative one), -0 as +0 and every NaN above
+ * everything; an integer with its sign bit flipped; the complement of that
+ * for a descending sort. Equal keys keep their order, so equal values stay
+ * in order of position. One pass of 8-bit digits per byte of the key, skipped
+ * when every key has the same digit there (the high bytes of small
+ * integers, the low byte of a float16); the histograms of all bytes come
+ * from one read of the keys. Short lines take an insertion sort.
+ */
+#define OR_SORT_SHORT 32
+
+ALWAYS_INLINE uint64_t sort_key_f32(float v) {
+  const uint32_t u = m_f32_bits(v);
+  const uint32_t k = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return v != v ? 0xffffffffu : v == 0.0f ? 0x80000000u : k;
+}
+
+ALWAYS_INLINE uint64_t sort_key_f64(double v) {
+  const uint64_t u = m_f64_bits(v);
+  const uint64_t sign = (uint64_t)1 << 63;
+  const uint64_t k = (u & sign) ? ~u : (u | sign);
+  return v != v ? ~(uint64_t)0 : v == 0.0 ? sign : k;
+}
+
+/* The keys of a line (and how many low bytes they span) into `key`. */
+static uint32_t sort_keys(uint64_t *key, const char *in, int64_t stride, uint32_t dt, int64_t n, int descending) {
+  const uint64_t flip = descending ? ~(uint64_t)0 : 0;
+  switch (dt) {
+  case OR_F64:
+    for (int64_t j = 0; j < n; j++) key[j] = sort_key_f64(*(const double *)(in + j * stride)) ^ flip;
+    return 8;
+  case OR_F32:
+    for (int64_t j = 0; j < n; j++) key[j] = (sort_key_f32(*(const float *)(in + j * stride)) ^ flip) & 0xffffffffu;
+    return 4;
+  case OR_F16:
+  case OR_BF16:
+    for (int64_t j = 0; j < n; j++) key[j] = (sort_key_f32(load_F32(in + j * stride, dt)) ^ flip) & 0xffffffffu;
+    return 4;
+  default: {
+    const uint64_t sign = (uint64_t)1 << 63;
+    for (int64_t j = 0; j < n; j++) key[j] = ((uint64_t)load_I64(in + j * stride, dt) ^ sign) ^ flip;
+    return 8;
+  }
+  }
+}
+
+/* Keys of 4 bytes sort as one uint64 per element, the key above the
+ * position (n < 2^32): the items at a (keys on entry), b room; returns where
+ * the sorted items are. */
+static const uint64_t *radix_sort32(uint64_t *a, uint64_t *b, int64_t n, int64_t (*count)[256]) {
+  for (int64_t j = 0; j < n; j++) a[j] = (a[j] << 32) | (uint64_t)j;
+  if (n <= OR_SORT_SHORT) {
+    for (int64_t j = 1; j < n; j++) { /* the positions break no ties: they are in order */
+      const uint64_t x = a[j];
+      int64_t i = j;
+      for (; i > 0 && a[i - 1] > x; i--) a[i] = a[i - 1];
+      a[i] = x;
     }
-    sort_item *t = a;
+    return a;
+  }
+  for (int b8 = 0; b8 < 4; b8++) {
+    for (int d = 0; d < 256; d++) count[b8][d] = 0;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    const uint64_t k = a[j] >> 32;
+    count[0][k & 0xff]++;
+    count[1][(k >> 8) & 0xff]++;
+    count[2][(k >> 16) & 0xff]++;
+    count[3][k >> 24]++;
+  }
+  for (int b8 = 0; b8 < 4; b8++) {
+    int64_t *c = count[b8];
+    const int shift = 32 + 8 * b8;
+    if (c[(a[0] >> shift) & 0xff] == n) {
+      continue;
+    }
+    int64_t at = 0;
+    for (int d = 0; d < 256; d++) {
+      const int64_t t = c[d];
+      c[d] = at;
+      at += t;
+    }
+    for (int64_t j = 0; j < n; j++) {
+      const uint64_t x = a[j];
+      b[c[(x >> shift) & 0xff]++] = x;
+    }
+    uint64_t *t = a;
     a = b;
     b = t;
   }
   return a;
 }
 
-/* One line along dimension 0: read, sort, write values and indices. */
-static void sort_line(const or_reduce *p, const char *in, char *values, char *indices) {
+/* Sorts the n keys at ka with their positions pa (0..n-1 on entry), using
+ * kb/pb as room; returns where the sorted positions are. */
+static const int64_t *radix_sort(uint64_t *ka, int64_t *pa, uint64_t *kb, int64_t *pb, int64_t n, uint32_t bytes,
+                                 int64_t (*count)[256]) {
+  if (n <= OR_SORT_SHORT) {
+    for (int64_t j = 1; j < n; j++) {
+      const uint64_t k = ka[j];
+      const int64_t p = pa[j];
+      int64_t i = j;
+      for (; i > 0 && ka[i - 1] > k; i--) {
+        ka[i] = ka[i - 1];
+        pa[i] = pa[i - 1];
+      }
+      ka[i] = k;
+      pa[i] = p;
+    }
+    return pa;
+  }
+  for (uint32_t b = 0; b < bytes; b++) {
+    for (int d = 0; d < 256; d++) count[b][d] = 0;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    const uint64_t k = ka[j];
+    for (uint32_t b = 0; b < bytes; b++) count[b][(k >> (8 * b)) & 0xff]++;
+  }
+  for (uint32_t b = 0; b < bytes; b++) {
+    int64_t *c = count[b];
+    if (c[(ka[0] >> (8 * b)) & 0xff] == n) {
+      continue; /* one digit for all: the order stays */
+    }
+    int64_t at = 0;
+    for (int d = 0; d < 256; d++) {
+      const int64_t t = c[d];
+      c[d] = at;
+      at += t;
+    }
+    for (int64_t j = 0; j < n; j++) {
+      const uint64_t k = ka[j];
+      const int64_t to = c[(k >> (8 * b)) & 0xff]++;
+      kb[to] = k;
+      pb[to] = pa[j];
+    }
+    uint64_t *kt = ka;
+    ka = kb;
+    kb = kt;
+    int64_t *pt = pa;
+    pa = pb;
+    pb = pt;
+  }
+  return pa;
+}
+
+/* One line along dimension 0: keys, sort, then values and indices written
+ * from a copy of the line (the values may be the input, sorted in place).
+ * `room`: OR_SORT_ROOM(n) bytes. */
+static void sort_line(const or_reduce *p, const char *in, char *values, char *indices, char *room) {
   const int64_t n = p->nreduce ? p->sizes[0] : 1;
   const int64_t s_in = p->nreduce ? p->strides[OR_REDUCE_IN][0] : 0;
   const int64_t s_val = p->nreduce ? p->strides[OR_REDUCE_OUT0][0] : 0;
   const int64_t s_idx = p->nreduce ? p->strides[OR_REDUCE_OUT1][0] : 0;
   const int is_float = p->compute == OR_COMPUTE_F64;
   const int descending = is_float ? p->args[0].f != 0.0 : p->args[0].i != 0;
-  const uint32_t dt = p->dtypes[OR_REDUCE_IN];
-  sort_item *a = (sort_item *)device_ptr(p->scratch);
-  sort_item *b = a + n;
+  const uint32_t dt = p->dtypes[OR_REDUCE_IN], dv = p->dtypes[OR_REDUCE_OUT0];
+  const uint32_t es = dtype_size(dt);
+  int64_t(*count)[256] = (int64_t(*)[256])room; /* a histogram per byte of the key */
+  uint64_t *ka = (uint64_t *)(room + 8 * 256 * 8), *kb = ka + n;
+  int64_t *pa = (int64_t *)(kb + n), *pb = pa + n;
+  char *copy = (char *)(pb + n); /* the line's elements, packed */
+  const uint32_t bytes = sort_keys(ka, in, s_in, dt, n, descending);
   for (int64_t j = 0; j < n; j++) {
-    if (is_float) {
-      a[j].key.f = load_F64(in + j * s_in, dt);
-    } else {
-      a[j].key.i = load_I64(in + j * s_in, dt);
-    }
-    a[j].index = j;
+    move_element(copy + j * es, in + j * s_in, es);
   }
-  const sort_item *sorted = merge_sort(a, b, n, is_float, descending);
+  const int packed = bytes == 4 && n < ((int64_t)1 << 32);
+  const uint64_t *items = 0;
+  const int64_t *order = 0;
+  if (packed) {
+    items = radix_sort32(ka, kb, n, count);
+  } else {
+    for (int64_t j = 0; j < n; j++) pa[j] = j;
+    order = radix_sort(ka, pa, kb, pb, n, bytes, count);
+  }
   for (int64_t j = 0; j < n; j++) {
-    if (is_float) {
-      store_F64(values + j * s_val, p->dtypes[OR_REDUCE_OUT0], sorted[j].key.f);
+    const int64_t from = packed ? (int64_t)(items[j] & 0xffffffffu) : order[j];
+    const char *v = copy + from * es;
+    if (dv == dt) {
+      move_element(values + j * s_val, v, es);
+    } else if (is_float) {
+      store_F64(values + j * s_val, dv, load_F64(v, dt));
     } else {
-      store_I64(values + j * s_val, p->dtypes[OR_REDUCE_OUT0], sorted[j].key.i);
+      store_I64(values + j * s_val, dv, load_I64(v, dt));
     }
-    *(int64_t *)(indices + j * s_idx) = sorted[j].index;
+    *(int64_t *)(indices + j * s_idx) = from;
   }
 }
 
@@ -1176,10 +1316,11 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   }
   /* How to reduce is chosen from the whole problem, before splitting. */
   const int columns = use_columns(p);
-  /* Outputs are split, never a reduction; a sort uses one scratch, so one
-   * worker sorts; top k takes a scratch per worker. */
-  sort_item *heap = (sort_item *)device_ptr(p->scratch) + (op == OR_REDUCE_TOPK ? worker * p->args[1].i : 0);
-  if (workers > 1 && (nr == ndim || op == OR_REDUCE_SORT)) {
+  /* Outputs are split, never a reduction; a sort and a top k take a scratch
+   * per worker (SORT's OR_SORT_ROOM of a line, TOPK's heap of k). */
+  char *room = device_ptr(p->scratch) + worker * (op == OR_REDUCE_TOPK ? p->args[1].i * (int64_t)sizeof(sort_item)
+                                                                        : OR_SORT_ROOM(p->sizes[0]));
+  if (workers > 1 && nr == ndim) {
     if (worker > 0) {
       return;
     }
@@ -1195,9 +1336,9 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   int64_t counter[OR_MAX_DIMS] = {0};
   for (;;) {
     if (op == OR_REDUCE_SORT) {
-      sort_line(p, in, out0, out1);
+      sort_line(p, in, out0, out1, room);
     } else if (op == OR_REDUCE_TOPK) {
-      topk_line(p, in, out0, out1, heap);
+      topk_line(p, in, out0, out1, (sort_item *)room);
     } else if (columns) {
       const int64_t n = p->sizes[nr];
       for (int64_t t = 0; t < n; t += OR_COLUMN_TILE) {

@@ -560,12 +560,15 @@ void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t di
   set_operand(block, pointers, npointers, OR_REDUCE_IN, values, values.data_ptr(), device);
   line_dims(block, dim, {{OR_REDUCE_OUT0, &values}, {OR_REDUCE_OUT1, &indices}, {OR_REDUCE_IN, &values}},
             "sorting");
-  // Room for the merge sort: two arrays of (key, position) pairs, one line long.
+  // Room for the radix sort per worker (OR_SORT_ROOM); lines are split
+  // between the workers.
   const int64_t line = values.dim() == 0 ? 1 : values.size(dim);
-  const at::Tensor scratch = at::empty({line * 32}, values.options().dtype(at::kByte));
+  const int64_t work = values.numel() > line ? values.numel() : 0;
+  const int64_t workers = parallel(work) ? device_workers() : 1;
+  const at::Tensor scratch = at::empty({workers * OR_SORT_ROOM(line)}, values.options().dtype(at::kByte));
   block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
   pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
-  launch<kReduce>(device.index(), block, pointers.data(), npointers, 0); // one scratch: one worker
+  launch<kReduce>(device.index(), block, pointers.data(), npointers, work);
 }
 
 void launch_topk(const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices, int64_t dim, int64_t k,

@@ -387,6 +387,36 @@ def test_topk_of_a_bad_k_raises_as_on_cpu():
     assert torch.equal(d.topk(3, 1)[1].cpu(), x.topk(3, 1)[1])  # the device is still usable
 
 
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_long_stable_sorts_match_cpu_exactly(dtype):
+    # Lines longer than the insertion sort's take the radix sort (a key per value that orders
+    # as the values do); ties keep their order, -0 and +0 are equal, NaN is above everything.
+    x = _values((5, 3000), dtype, seed=31)
+    if dtype.is_floating_point:
+        x[0, ::5] = float("nan")
+        x[1, ::7] = -0.0
+        x[1, 1::7] = 0.0
+        x[2, ::11] = float("inf")
+        x[2, 1::11] = -float("inf")
+    elif dtype == torch.int64:
+        x[3, ::13] = torch.iinfo(torch.int64).min
+        x[3, 1::13] = torch.iinfo(torch.int64).max
+    for dim, descending in ((1, False), (1, True), (0, False), (0, True)):
+        values, indices = x.to("openreg").sort(stable=True, dim=dim, descending=descending)
+        want_values, want_indices = x.sort(stable=True, dim=dim, descending=descending)
+        assert torch.equal(indices.cpu(), want_indices), (dim, descending)
+        torch.testing.assert_close(values.cpu(), want_values, rtol=0, atol=0, equal_nan=True)
+        if dtype.is_floating_point:  # the values are the elements themselves: -0 stays -0
+            assert torch.equal(values.cpu().signbit(), want_values.signbit())
+    # a transposed input, a 1-D one (one worker), and into given tensors
+    _check(lambda t: t.t().sort(stable=True, dim=0), x, exact=True)
+    _check(lambda t: t.flatten().sort(stable=True, descending=True), x, exact=True)
+    values = torch.empty(0, dtype=dtype, device="openreg")
+    indices = torch.empty(0, dtype=torch.int64, device="openreg")
+    torch.sort(x.to("openreg"), stable=True, dim=1, out=(values, indices))
+    assert torch.equal(indices.cpu(), x.sort(stable=True, dim=1)[1])
+
+
 def test_sort_puts_nan_above_every_number():
     x = torch.tensor([[3.0, float("nan"), -1.0, float("inf"), float("nan"), -float("inf")]])
     _check(lambda t: t.sort(dim=1, stable=True), x)
