@@ -87,6 +87,17 @@ static void index_element(const or_index *p, char *const *ptr, uint32_t same_siz
   }
 }
 
+/* The int64 index at p, negative ones counted from the end when `wrap`
+ * (the size, else 0), checked against `size`: the device-side check. */
+ALWAYS_INLINE int64_t checked_index(const char *p, int64_t wrap, int64_t size) {
+  int64_t idx = *(const int64_t *)p;
+  idx += idx < 0 ? wrap : 0;
+  if ((uint64_t)idx >= (uint64_t)size) {
+    TRAP(); /* index out of range */
+  }
+  return idx;
+}
+
 /*
  * A row of the common gather (`x[idx]`, index_select, embedding, gather):
  * one int64 index tensor, elements of 4 or 8 bytes on both sides. The same
@@ -105,21 +116,13 @@ static void index_element(const or_index *p, char *const *ptr, uint32_t same_siz
     const int64_t size = p->indexed_sizes[0], stride = p->indexed_strides[0];                     \
     const int64_t wrap = p->wrap ? size : 0;                                                      \
     if (si == 0) {                                                                                \
-      int64_t idx = *(const int64_t *)ip;                                                         \
-      idx += idx < 0 ? wrap : 0;                                                                  \
-      if ((uint64_t)idx >= (uint64_t)size) {                                                      \
-        TRAP(); /* index out of range: the device-side check */                                  \
-      }                                                                                           \
+      const int64_t idx = checked_index(ip, wrap, size);                                          \
       const char *src = base + idx * stride;                                                      \
       for (int64_t i = 0; i < n; i++) *(U *)(dst + i * sd) = *(const U *)(src + i * sb);          \
       return;                                                                                     \
     }                                                                                             \
     for (int64_t i = 0; i < n; i++) {                                                             \
-      int64_t idx = *(const int64_t *)(ip + i * si);                                              \
-      idx += idx < 0 ? wrap : 0;                                                                  \
-      if ((uint64_t)idx >= (uint64_t)size) {                                                      \
-        TRAP();                                                                                   \
-      }                                                                                           \
+      const int64_t idx = checked_index(ip + i * si, wrap, size);                                 \
       *(U *)(dst + i * sd) = *(const U *)(base + i * sb + idx * stride);                          \
     }                                                                                             \
   }
@@ -148,11 +151,7 @@ OR_DEFINE_GATHER_ROW(gather_row_8, uint64_t)
     const double alpha = p->args[0].f;                                                            \
     (void)alpha;                                                                                  \
     if (si == 0) {                                                                                \
-      int64_t idx = *(const int64_t *)ip;                                                         \
-      idx += idx < 0 ? wrap : 0;                                                                  \
-      if ((uint64_t)idx >= (uint64_t)size) {                                                      \
-        TRAP(); /* index out of range: the device-side check */                                  \
-      }                                                                                           \
+      const int64_t idx = checked_index(ip, wrap, size);                                          \
       char *row = base + idx * stride;                                                            \
       if (sb == (int64_t)sizeof(U) && sd == (int64_t)sizeof(U) &&                                 \
           (row + n * sb <= src || src + n * sd <= row)) {                                         \
@@ -169,11 +168,7 @@ OR_DEFINE_GATHER_ROW(gather_row_8, uint64_t)
       return;                                                                                     \
     }                                                                                             \
     for (int64_t i = 0; i < n; i++) {                                                             \
-      int64_t idx = *(const int64_t *)(ip + i * si);                                              \
-      idx += idx < 0 ? wrap : 0;                                                                  \
-      if ((uint64_t)idx >= (uint64_t)size) {                                                      \
-        TRAP();                                                                                   \
-      }                                                                                           \
+      const int64_t idx = checked_index(ip + i * si, wrap, size);                                 \
       U *o = (U *)(base + i * sb + idx * stride);                                                 \
       const U v = *(const U *)(src + i * sd);                                                     \
       *o = UPDATE;                                                                                \

@@ -1009,6 +1009,16 @@ static uint32_t sort_keys(uint64_t *key, const char *in, int64_t stride, uint32_
   }
 }
 
+/* A digit's histogram to where its elements start (an exclusive prefix sum). */
+ALWAYS_INLINE void counts_to_offsets(int64_t *c) {
+  int64_t at = 0;
+  for (int d = 0; d < 256; d++) {
+    const int64_t t = c[d];
+    c[d] = at;
+    at += t;
+  }
+}
+
 /* Keys of 4 bytes sort as one uint64 per element, the key above the
  * position (n < 2^32): the items at a (keys on entry), b room; returns where
  * the sorted items are. */
@@ -1039,12 +1049,7 @@ static const uint64_t *radix_sort32(uint64_t *a, uint64_t *b, int64_t n, int64_t
     if (c[(a[0] >> shift) & 0xff] == n) {
       continue;
     }
-    int64_t at = 0;
-    for (int d = 0; d < 256; d++) {
-      const int64_t t = c[d];
-      c[d] = at;
-      at += t;
-    }
+    counts_to_offsets(c);
     for (int64_t j = 0; j < n; j++) {
       const uint64_t x = a[j];
       b[c[(x >> shift) & 0xff]++] = x;
@@ -1086,12 +1091,7 @@ static const int64_t *radix_sort(uint64_t *ka, int64_t *pa, uint64_t *kb, int64_
     if (c[(ka[0] >> (8 * b)) & 0xff] == n) {
       continue; /* one digit for all: the order stays */
     }
-    int64_t at = 0;
-    for (int d = 0; d < 256; d++) {
-      const int64_t t = c[d];
-      c[d] = at;
-      at += t;
-    }
+    counts_to_offsets(c);
     for (int64_t j = 0; j < n; j++) {
       const uint64_t k = ka[j];
       const int64_t to = c[(k >> (8 * b)) & 0xff]++;

@@ -544,31 +544,41 @@ void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor
   launch<kSoftmax>(device.index(), block, pointers.data(), npointers, input.numel() > line ? 8 * input.numel() : 0);
 }
 
+namespace {
+
+// A sorting launch (SORT, TOPK: `block`) of `in`'s lines along `dim` into
+// `values` and int64 `indices`, each worker with `room` bytes of scratch of
+// its own: with several lines, the workers split them.
+void launch_sorting(or_reduce block, const at::Tensor& in, const at::Tensor& values, const at::Tensor& indices,
+                    int64_t dim, int64_t room, const char* what) {
+  const c10::Device device = values.device();
+  std::array<uint32_t, OR_REDUCE_OPERANDS + 1> pointers{}; // + the scratch
+  size_t npointers = 0;
+  block.noutputs = 2;
+  set_operand(block, pointers, npointers, OR_REDUCE_IN, in, in.data_ptr(), device);
+  set_operand(block, pointers, npointers, OR_REDUCE_OUT0, values, values.data_ptr(), device);
+  set_operand(block, pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
+  line_dims(block, dim, {{OR_REDUCE_IN, &in}, {OR_REDUCE_OUT0, &values}, {OR_REDUCE_OUT1, &indices}}, what);
+  const int64_t line = in.dim() == 0 ? 1 : in.size(dim);
+  const int64_t work = in.numel() > line ? in.numel() : 0;
+  const int64_t workers = parallel(work) ? device_workers() : 1;
+  const at::Tensor scratch = at::empty({workers * room}, in.options().dtype(at::kByte));
+  block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
+  pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
+  launch<kReduce>(device.index(), block, pointers.data(), npointers, work);
+}
+
+} // namespace
+
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending) {
   TORCH_INTERNAL_ASSERT(values.sizes() == indices.sizes() && indices.scalar_type() == at::kLong,
                         "openreg: launch_sort");
   if (values.numel() == 0) {
     return;
   }
-  const c10::Device device = values.device();
-  or_reduce block = reduce_block(OR_REDUCE_SORT, values.scalar_type(), {descending ? 1 : 0});
-  std::array<uint32_t, OR_REDUCE_OPERANDS + 1> pointers{}; // + the scratch
-  size_t npointers = 0;
-  block.noutputs = 2;
-  set_operand(block, pointers, npointers, OR_REDUCE_OUT0, values, values.data_ptr(), device);
-  set_operand(block, pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
-  set_operand(block, pointers, npointers, OR_REDUCE_IN, values, values.data_ptr(), device);
-  line_dims(block, dim, {{OR_REDUCE_OUT0, &values}, {OR_REDUCE_OUT1, &indices}, {OR_REDUCE_IN, &values}},
-            "sorting");
-  // Room for the radix sort per worker (OR_SORT_ROOM); lines are split
-  // between the workers.
   const int64_t line = values.dim() == 0 ? 1 : values.size(dim);
-  const int64_t work = values.numel() > line ? values.numel() : 0;
-  const int64_t workers = parallel(work) ? device_workers() : 1;
-  const at::Tensor scratch = at::empty({workers * OR_SORT_ROOM(line)}, values.options().dtype(at::kByte));
-  block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
-  pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
-  launch<kReduce>(device.index(), block, pointers.data(), npointers, work);
+  launch_sorting(reduce_block(OR_REDUCE_SORT, values.scalar_type(), {descending ? 1 : 0}), values, values, indices,
+                 dim, OR_SORT_ROOM(line), "sorting"); // in place, with the radix sort's room
 }
 
 void launch_topk(const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices, int64_t dim, int64_t k,
@@ -579,24 +589,9 @@ void launch_topk(const at::Tensor& self, const at::Tensor& values, const at::Ten
   if (values.numel() == 0) {
     return;
   }
-  const c10::Device device = values.device();
   or_reduce block = reduce_block(OR_REDUCE_TOPK, self.scalar_type(), {largest ? 1 : 0});
   block.args[1].i = k;
-  std::array<uint32_t, OR_REDUCE_OPERANDS + 1> pointers{}; // + the scratch
-  size_t npointers = 0;
-  block.noutputs = 2;
-  set_operand(block, pointers, npointers, OR_REDUCE_IN, self, self.data_ptr(), device);
-  set_operand(block, pointers, npointers, OR_REDUCE_OUT0, values, values.data_ptr(), device);
-  set_operand(block, pointers, npointers, OR_REDUCE_OUT1, indices, indices.data_ptr(), device);
-  line_dims(block, dim, {{OR_REDUCE_IN, &self}, {OR_REDUCE_OUT0, &values}, {OR_REDUCE_OUT1, &indices}}, "topk");
-  // Lines are split between the workers, each with a heap of k (key, position) pairs.
-  const int64_t line = self.dim() == 0 ? 1 : self.size(dim);
-  const int64_t work = self.numel() > line ? self.numel() : 0;
-  const int64_t workers = parallel(work) ? device_workers() : 1;
-  const at::Tensor scratch = at::empty({workers * k * 16}, values.options().dtype(at::kByte));
-  block.scratch = reinterpret_cast<uint64_t>(scratch.data_ptr());
-  pointers[npointers++] = static_cast<uint32_t>(offsetof(or_reduce, scratch));
-  launch<kReduce>(device.index(), block, pointers.data(), npointers, work);
+  launch_sorting(block, self, values, indices, dim, k * 16, "topk"); // a heap of k
 }
 
 at::Tensor mul_add(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
