@@ -289,6 +289,59 @@ EXPORT(index) void index(const or_index *params, int32_t worker, int32_t workers
   }
 }
 
+/* The nonzero elements of one innermost row (n elements, s bytes apart):
+ * each one's coordinates are the outer dimensions' `counter` and its place
+ * in the row. Returns 0 once `count` rows are written. A loop per kind of
+ * element, the test inlined. */
+#define OR_NONZERO_LOOP(U, NONZERO)                                                                \
+  for (int64_t j = 0; j < n; j++) {                                                                \
+    const U v = *(const U *)(row + j * s);                                                         \
+    if (NONZERO) {                                                                                 \
+      if (*found >= p->count) {                                                                    \
+        return 0; /* more than counted: cannot happen in stream order */                          \
+      }                                                                                            \
+      char *o = out + *found * p->out_strides[0];                                                  \
+      for (uint32_t d = 0; d + 1 < p->ndim; d++) {                                                 \
+        *(int64_t *)(o + d * p->out_strides[1]) = counter[d];                                      \
+      }                                                                                            \
+      if (p->ndim > 0) {                                                                           \
+        *(int64_t *)(o + (p->ndim - 1) * p->out_strides[1]) = j;                                   \
+      }                                                                                            \
+      ++*found;                                                                                    \
+    }                                                                                              \
+  }
+
+static int nonzero_row(const or_nonzero *p, const char *row, int64_t n, int64_t s, const int64_t *counter, char *out,
+                       int64_t *found) {
+  switch (p->dtype) {
+  case OR_F32:
+    OR_NONZERO_LOOP(float, v != 0.0f)
+    return 1;
+  case OR_F64:
+    OR_NONZERO_LOOP(double, v != 0.0)
+    return 1;
+  case OR_F16: /* +0 and -0 are the zeros */
+  case OR_BF16:
+    OR_NONZERO_LOOP(uint16_t, (v & 0x7fff) != 0)
+    return 1;
+  default:
+    switch (dtype_size(p->dtype)) {
+    case 1:
+      OR_NONZERO_LOOP(uint8_t, v != 0)
+      return 1;
+    case 2:
+      OR_NONZERO_LOOP(uint16_t, v != 0)
+      return 1;
+    case 4:
+      OR_NONZERO_LOOP(uint32_t, v != 0)
+      return 1;
+    default:
+      OR_NONZERO_LOOP(uint64_t, v != 0)
+      return 1;
+    }
+  }
+}
+
 EXPORT(nonzero) void nonzero(const or_nonzero *p, int32_t worker, int32_t workers) {
   /* sequential: one worker runs it */
   check_worker(worker, workers);
@@ -299,8 +352,7 @@ EXPORT(nonzero) void nonzero(const or_nonzero *p, int32_t worker, int32_t worker
     TRAP();
   }
   const uint32_t ndim = p->ndim;
-  const uint32_t dtype = p->dtype;
-  const uint32_t es = dtype_size(dtype);
+  (void)dtype_size(p->dtype); /* traps on an unknown dtype */
   for (uint32_t d = 0; d < ndim; d++) {
     if (p->sizes[d] <= 0) {
       return;
@@ -308,35 +360,15 @@ EXPORT(nonzero) void nonzero(const or_nonzero *p, int32_t worker, int32_t worker
   }
   const char *in = device_ptr(p->data);
   char *out = device_ptr(p->out);
+  /* rows along the last dimension; the outer ones counted by an odometer */
+  const int64_t n = ndim ? p->sizes[ndim - 1] : 1, s = ndim ? p->strides[ndim - 1] : 0;
   int64_t counter[OR_MAX_DIMS] = {0};
   int64_t found = 0;
   for (;;) {
-    int nz = 0;
-    switch (es) {
-    case 1:
-      nz = *(const uint8_t *)in != 0;
-      break;
-    case 2: /* float16/bfloat16 zero is +0 or -0; int16 likewise has one zero */
-      nz = (*(const uint16_t *)in & (dtype == OR_I16 ? 0xffff : 0x7fff)) != 0;
-      break;
-    case 4:
-      nz = dtype == OR_F32 ? *(const float *)in != 0.0f : *(const uint32_t *)in != 0;
-      break;
-    default:
-      nz = dtype == OR_F64 ? *(const double *)in != 0.0 : *(const uint64_t *)in != 0;
-      break;
+    if (!nonzero_row(p, in, n, s, counter, out, &found)) {
+      return;
     }
-    if (nz) {
-      if (found >= p->count) {
-        return; /* more than counted: cannot happen in stream order */
-      }
-      char *row = out + found * p->out_strides[0];
-      for (uint32_t d = 0; d < ndim; d++) {
-        *(int64_t *)(row + d * p->out_strides[1]) = counter[d];
-      }
-      found++;
-    }
-    int32_t d = (int32_t)ndim - 1;
+    int32_t d = (int32_t)ndim - 2;
     for (; d >= 0; d--) {
       in += p->strides[d];
       if (++counter[d] < p->sizes[d]) {

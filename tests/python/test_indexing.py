@@ -177,6 +177,21 @@ def test_long_factories_match_cpu_across_chunks_and_workers():
     _same(out, torch.arange(100_000))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nonzero_matches_cpu_for_signed_zeros_nans_and_views(dtype):
+    x = _values((4, 7, 33), dtype, seed=41)
+    if dtype.is_floating_point:
+        x[0, :, ::3] = -0.0  # a zero
+        x[1, :, ::4] = float("nan")  # not a zero
+        x[2, 1] = 0.0
+    _check(lambda t: t.nonzero(), x)
+    _check(lambda t: t.transpose(0, 2).nonzero(), x)  # strided rows
+    _check(lambda t: t[:, ::2, 1:].nonzero(as_tuple=True), x)
+    _check(lambda t: t[1, 2, 3].nonzero(), x)  # 0-dim
+    _check(lambda t: t.flatten().nonzero(), x)
+    _check(lambda t: t.flatten()[t.flatten() != 0], x)  # a boolean mask
+
+
 def test_ops_built_on_these_stay_on_the_device():
     x = _values((6, 4), torch.float32).to("openreg")
     torch.openreg.reset_op_counts()
