@@ -172,9 +172,9 @@ static void fill_f32(const or_random *p, int64_t lo, int64_t hi) {
   double v[16];
   for (int64_t i = lo; i < hi; i += 4 * per) {
     philox4(seed, (uint64_t)(i / per), offset, b);
-    if (op == OR_RANDOM_UNIFORM) {
+    if (op == OR_RANDOM_UNIFORM) { /* (the op a constant, so each loop inlines its draw) */
       for (int e = 0; e < 16; e++) {
-        v[e] = a0 + uniform24(b[e / 4].w[e % 4]) * (a1 - a0);
+        v[e] = sample(OR_RANDOM_UNIFORM, &b[e / 4], e % 4, 0, a0, a1);
       }
     } else if (op == OR_RANDOM_NORMAL) {
       for (int l = 0; l < 4; l++) {
@@ -185,7 +185,7 @@ static void fill_f32(const or_random *p, int64_t lo, int64_t hi) {
       }
     } else {
       for (int e = 0; e < 8; e++) {
-        v[e] = uniform53(b[e / 2].w[2 * (e % 2)], b[e / 2].w[2 * (e % 2) + 1]) < a0 ? 1.0 : 0.0;
+        v[e] = sample(OR_RANDOM_BERNOULLI, &b[e / 2], e % 2, 0, a0, a1);
       }
     }
     const int n = hi - i < 4 * per ? (int)(hi - i) : (int)(4 * per);
