@@ -11,10 +11,10 @@
  *     MC-high block of a, the block is packed into MR-high slivers;
  *     packing reads any strides and dtype and converts to the compute type
  *     (float16 and bfloat16 to float32), so the inner loop sees one layout;
- *   - a register tile of MR x NR accumulators (4 rows of two SIMD vectors)
- *     runs over the KC slice; each step loads 4 elements of a, splats each
- *     by a lane shuffle and multiplies it with two vectors of b (see the
- *     tile below for why 4 rows and not 6);
+ *   - a register tile of MR x NR accumulators (3 rows of two float32
+ *     vectors, 4 rows of two float64 vectors) runs over the KC slice; each
+ *     step splats each row's element of a by a lane shuffle and multiplies
+ *     it with two vectors of b (see the tile below for the shape);
  *   - the tile goes to out: the first slice of k as alpha * acc + beta * out,
  *     later ones add alpha * acc. For float16/bfloat16 the slices add up in a
  *     float32 accumulator and out is written once, rounded once;
@@ -51,9 +51,25 @@ ALWAYS_INLINE int64_t min_i64(int64_t x, int64_t y) {
 /* Packing float32 slivers with SIMD (the common layouts; small products
  * spend as long packing as multiplying when it is element by element). */
 
+/* dst[q * 3 + i] = rows[i][q] for q < 4: four steps of a 3-high sliver (12
+ * values, three vectors) from 3 rows contiguous along k. */
+ALWAYS_INLINE void pack4_rows3_f32(float *dst, const float *const *rows) {
+  const v128_t r0 = wasm_v128_load(rows[0]), r1 = wasm_v128_load(rows[1]), r2 = wasm_v128_load(rows[2]);
+  const v128_t lo = wasm_i32x4_shuffle(r0, r1, 0, 4, 1, 5); /* r0[0] r1[0] r0[1] r1[1] */
+  const v128_t hi = wasm_i32x4_shuffle(r0, r1, 2, 6, 3, 7); /* r0[2] r1[2] r0[3] r1[3] */
+  const v128_t mid = wasm_i32x4_shuffle(lo, r2, 3, 5, 3, 5); /* r1[1] r2[1] - - */
+  wasm_v128_store(dst, wasm_i32x4_shuffle(lo, r2, 0, 1, 4, 2));
+  wasm_v128_store(dst + 4, wasm_i32x4_shuffle(mid, hi, 0, 1, 4, 5));
+  wasm_v128_store(dst + 8, wasm_i32x4_shuffle(hi, r2, 6, 2, 3, 7));
+}
+
 /* dst[q * R + i] = rows[i][q] for q < 4: four steps of an R-high sliver
- * (R = 4 or 8) from R rows contiguous along k. */
+ * (R = 3, 4 or 8) from R rows contiguous along k. */
 ALWAYS_INLINE void pack4_rows_f32(float *dst, const float *const *rows, int R) {
+  if (R == 3) {
+    pack4_rows3_f32(dst, rows);
+    return;
+  }
   for (int g = 0; g + 4 <= R; g += 4) {
     const v128_t v0 = wasm_v128_load(rows[g]), v1 = wasm_v128_load(rows[g + 1]);
     const v128_t v2 = wasm_v128_load(rows[g + 2]), v3 = wasm_v128_load(rows[g + 3]);
@@ -66,8 +82,12 @@ ALWAYS_INLINE void pack4_rows_f32(float *dst, const float *const *rows, int R) {
   }
 }
 
-/* dst[0..R) = col[0..R) for R = 4 or 8. */
+/* dst[0..R) = col[0..R) for R = 3, 4 or 8. */
 ALWAYS_INLINE void copy_sliver_step_f32(float *dst, const float *col, int R) {
+  if (R == 3) {
+    dst[0] = col[0], dst[1] = col[1], dst[2] = col[2];
+    return;
+  }
   wasm_v128_store(dst, wasm_v128_load(col));
   if (R == 8) wasm_v128_store(dst + 4, wasm_v128_load(col + 4));
 }
@@ -83,12 +103,11 @@ ALWAYS_INLINE void copy_sliver_step_f32(float *dst, const float *col, int R) {
  * CPU that forwards stores to loads slowly (Zen 3) that ran at 45% of the
  * same tile in native code. So the accumulators live in the tile buffer
  * between chunks of 16 steps, and every two steps they are stored there:
- * each pair of steps is computed right after its loads, with 8
- * accumulators and 6 operand vectors in registers, which is why the tile
- * is 4 rows high (6 rows, 12 accumulators, left no room for a pair's
- * operands). Volatile accesses keep clang from merging or dropping those
- * stores. Each accumulator still adds its products in order of k, so the
- * results are those of a plain loop.
+ * each pair of steps is computed right after its loads. A pair's operands,
+ * splats and accumulators must then fit in the 16 SIMD registers, which
+ * sets the tile's shape (float32: 3 x 8, below). Volatile accesses keep
+ * clang from merging or dropping those stores. Each accumulator still adds
+ * its products in order of k, so the results are those of a plain loop.
  */
 ALWAYS_INLINE v128_t tile_load(const void *p) {
   return *(const volatile v128_t *)p;
@@ -99,60 +118,124 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
 }
 
 /* acc += s * b, rounding the product and the sum (no FMA). */
-#define OR_GEMM_MADD(acc, s, b) acc = VADD(acc, VMUL(s, b))
+#define OR_GEMM_MADD_F32(acc, s, b) acc = wasm_f32x4_add(acc, wasm_f32x4_mul(s, b))
+#define OR_GEMM_MADD_F64(acc, s, b) acc = wasm_f64x2_add(acc, wasm_f64x2_mul(s, b))
 
-/* One step of k: 4 rows of a (one vector of float32, two of float64) times
- * b's NR columns (two vectors); row r's splat is a lane shuffle. */
-#define OR_GEMM_STEP_F32(ap, bp)                                                             \
+/* 16 bytes at any address (a sliver of 3 rows is not 16-byte aligned). */
+typedef struct {
+  v128_t v;
+} __attribute__((packed, may_alias)) or_unaligned_v128;
+
+ALWAYS_INLINE v128_t tile_load_unaligned(const void *p) {
+  return ((const volatile or_unaligned_v128 *)p)->v;
+}
+
+/*
+ * The tile is 3 rows of a times 2 vectors of b (3 x 8 for float32, 3 x 4
+ * for float64): six accumulators. a's sliver holds 3 values per step, so a
+ * pair of steps reads its 6 values as whole vectors (float32: at ap and
+ * ap + 2, lanes 0-3 then 2-3; float64: at ap, ap + 2 and ap + 4) and splats
+ * each by a lane shuffle. The pair's operand vectors, two splats and a
+ * product then take 15 (float32) or 16 (float64) of the 16 SIMD registers;
+ * 4 rows and 8 accumulators spilled one accumulator through the stack on
+ * every pair, and ran 10% (float32) and 25% (float64) slower.
+ */
+#define OR_GEMM_A_PAIR_F32(q)                                                                \
+  const v128_t v0 = tile_load_unaligned(ap + 3 * (q)), v1 = tile_load_unaligned(ap + 3 * (q) + 2);
+#define OR_GEMM_A_PAIR_F64(q)                                                                \
+  const v128_t v0 = tile_load_unaligned(ap + 3 * (q)), v1 = tile_load_unaligned(ap + 3 * (q) + 2); \
+  const v128_t v2 = tile_load_unaligned(ap + 3 * (q) + 4);
+/* The splat of the pair's value i (step i / 3, row i % 3): lane LANE of vector V. */
+#define OR_GEMM_A_F32(i) wasm_i32x4_shuffle(OR_GEMM_V_F32_##i, OR_GEMM_V_F32_##i, OR_GEMM_LANE_F32(i),       \
+                                            OR_GEMM_LANE_F32(i), OR_GEMM_LANE_F32(i), OR_GEMM_LANE_F32(i))
+#define OR_GEMM_A_F64(i) wasm_i64x2_shuffle(OR_GEMM_V_F64_##i, OR_GEMM_V_F64_##i, (i) % 2, (i) % 2)
+#define OR_GEMM_LANE_F32(i) ((i) < 4 ? (i) : (i) - 2)
+#define OR_GEMM_V_F32_0 v0
+#define OR_GEMM_V_F32_1 v0
+#define OR_GEMM_V_F32_2 v0
+#define OR_GEMM_V_F32_3 v0
+#define OR_GEMM_V_F32_4 v1
+#define OR_GEMM_V_F32_5 v1
+#define OR_GEMM_V_F64_0 v0
+#define OR_GEMM_V_F64_1 v0
+#define OR_GEMM_V_F64_2 v1
+#define OR_GEMM_V_F64_3 v1
+#define OR_GEMM_V_F64_4 v2
+#define OR_GEMM_V_F64_5 v2
+
+/* Row r of a (splat s) times b's two vectors, into row r's accumulators. */
+#define OR_GEMM_ROW(C, s, b0, b1, cx, cy)                                                    \
   {                                                                                          \
-    const v128_t a = tile_load(ap), b0 = tile_load(bp), b1 = tile_load((bp) + 4);            \
-    v128_t s = wasm_i32x4_shuffle(a, a, 0, 0, 0, 0);                                         \
-    OR_GEMM_MADD(c0, s, b0);                                                                 \
-    OR_GEMM_MADD(c1, s, b1);                                                                 \
-    s = wasm_i32x4_shuffle(a, a, 1, 1, 1, 1);                                                \
-    OR_GEMM_MADD(c2, s, b0);                                                                 \
-    OR_GEMM_MADD(c3, s, b1);                                                                 \
-    s = wasm_i32x4_shuffle(a, a, 2, 2, 2, 2);                                                \
-    OR_GEMM_MADD(c4, s, b0);                                                                 \
-    OR_GEMM_MADD(c5, s, b1);                                                                 \
-    s = wasm_i32x4_shuffle(a, a, 3, 3, 3, 3);                                                \
-    OR_GEMM_MADD(c6, s, b0);                                                                 \
-    OR_GEMM_MADD(c7, s, b1);                                                                 \
+    const v128_t splat = s;                                                                  \
+    OR_GEMM_MADD_##C(cx, splat, b0);                                                         \
+    OR_GEMM_MADD_##C(cy, splat, b1);                                                         \
   }
 
-#define OR_GEMM_STEP_F64(ap, bp)                                                             \
+/* Steps q and q + 1 (L lanes per vector), then the accumulators to the tile buffer. */
+#define OR_GEMM_PAIR(C, L, q)                                                                \
   {                                                                                          \
-    const v128_t a01 = tile_load(ap), a23 = tile_load((ap) + 2);                             \
-    const v128_t b0 = tile_load(bp), b1 = tile_load((bp) + 2);                               \
-    v128_t s = wasm_i64x2_shuffle(a01, a01, 0, 0);                                           \
-    OR_GEMM_MADD(c0, s, b0);                                                                 \
-    OR_GEMM_MADD(c1, s, b1);                                                                 \
-    s = wasm_i64x2_shuffle(a01, a01, 1, 1);                                                  \
-    OR_GEMM_MADD(c2, s, b0);                                                                 \
-    OR_GEMM_MADD(c3, s, b1);                                                                 \
-    s = wasm_i64x2_shuffle(a23, a23, 0, 0);                                                  \
-    OR_GEMM_MADD(c4, s, b0);                                                                 \
-    OR_GEMM_MADD(c5, s, b1);                                                                 \
-    s = wasm_i64x2_shuffle(a23, a23, 1, 1);                                                  \
-    OR_GEMM_MADD(c6, s, b0);                                                                 \
-    OR_GEMM_MADD(c7, s, b1);                                                                 \
+    OR_GEMM_A_PAIR_##C(q)                                                                    \
+    const v128_t b0 = tile_load(bp + 2 * (L) * (q)), b1 = tile_load(bp + 2 * (L) * (q) + (L)); \
+    const v128_t d0 = tile_load(bp + 2 * (L) * (q) + 2 * (L));                               \
+    const v128_t d1 = tile_load(bp + 2 * (L) * (q) + 3 * (L));                               \
+    OR_GEMM_ROW(C, OR_GEMM_A_##C(0), b0, b1, c0, c1)                                         \
+    OR_GEMM_ROW(C, OR_GEMM_A_##C(1), b0, b1, c2, c3)                                         \
+    OR_GEMM_ROW(C, OR_GEMM_A_##C(2), b0, b1, c4, c5)                                         \
+    OR_GEMM_ROW(C, OR_GEMM_A_##C(3), d0, d1, c0, c1)                                         \
+    OR_GEMM_ROW(C, OR_GEMM_A_##C(4), d0, d1, c2, c3)                                         \
+    OR_GEMM_ROW(C, OR_GEMM_A_##C(5), d0, d1, c4, c5)                                         \
+    OR_GEMM_TILE_OUT(L);                                                                     \
   }
 
-/* The accumulators to the tile buffer (row r's two vectors at r * NR), and back. */
+/* One step (the last of an odd kc). */
+#define OR_GEMM_STEP(C, L, VSPLAT)                                                           \
+  {                                                                                          \
+    const v128_t b0 = tile_load(bp), b1 = tile_load(bp + (L));                               \
+    OR_GEMM_ROW(C, VSPLAT(ap[0]), b0, b1, c0, c1)                                            \
+    OR_GEMM_ROW(C, VSPLAT(ap[1]), b0, b1, c2, c3)                                            \
+    OR_GEMM_ROW(C, VSPLAT(ap[2]), b0, b1, c4, c5)                                            \
+  }
+
+/* The accumulators to the tile buffer (row r's two vectors at r * 2L), and back. */
 #define OR_GEMM_TILE_OUT(L)                                                                  \
   tile_store(tile, c0), tile_store(tile + (L), c1), tile_store(tile + 2 * (L), c2);          \
-  tile_store(tile + 3 * (L), c3), tile_store(tile + 4 * (L), c4);                            \
-  tile_store(tile + 5 * (L), c5), tile_store(tile + 6 * (L), c6), tile_store(tile + 7 * (L), c7)
+  tile_store(tile + 3 * (L), c3), tile_store(tile + 4 * (L), c4), tile_store(tile + 5 * (L), c5)
 #define OR_GEMM_TILE_IN(L)                                                                   \
   c0 = tile_load(tile), c1 = tile_load(tile + (L)), c2 = tile_load(tile + 2 * (L));          \
-  c3 = tile_load(tile + 3 * (L)), c4 = tile_load(tile + 4 * (L));                            \
-  c5 = tile_load(tile + 5 * (L)), c6 = tile_load(tile + 6 * (L)), c7 = tile_load(tile + 7 * (L))
+  c3 = tile_load(tile + 3 * (L)), c4 = tile_load(tile + 4 * (L)), c5 = tile_load(tile + 5 * (L))
 
-/* Two steps of k, then the accumulators to the tile buffer. */
-#define OR_GEMM_PAIR(C, L, MR, NR, q)                                                        \
-  OR_GEMM_STEP_##C(ap + (q) * (MR), bp + (q) * (NR))                                         \
-  OR_GEMM_STEP_##C(ap + ((q) + 1) * (MR), bp + ((q) + 1) * (NR))                             \
-  OR_GEMM_TILE_OUT(L);
+/* The register tile: tile = a sliver (MR x kc) @ b sliver (kc x NR), the
+ * accumulators going through the tile buffer every 16 steps (see above). */
+#define OR_DEFINE_TILE(C, T, L, MR, NR, VSPLAT)                                              \
+  static void tile_##C(int64_t kc, const T *ap, const T *bp, T *tile) {                      \
+    v128_t c0 = wasm_i32x4_splat(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;            \
+    OR_GEMM_TILE_OUT(L);                                                                     \
+    int64_t p = 0;                                                                           \
+    _Pragma("clang loop unroll(disable)") for (; p + 16 <= kc; p += 16) {                    \
+      OR_GEMM_TILE_IN(L);                                                                    \
+      OR_GEMM_PAIR(C, L, 0) OR_GEMM_PAIR(C, L, 2) OR_GEMM_PAIR(C, L, 4) OR_GEMM_PAIR(C, L, 6) \
+      OR_GEMM_PAIR(C, L, 8) OR_GEMM_PAIR(C, L, 10) OR_GEMM_PAIR(C, L, 12)                     \
+      OR_GEMM_PAIR(C, L, 14)                                                                 \
+      ap += 16 * MR;                                                                         \
+      bp += 16 * NR;                                                                         \
+    }                                                                                        \
+    _Pragma("clang loop unroll(disable)") for (; p + 2 <= kc; p += 2) {                      \
+      OR_GEMM_TILE_IN(L);                                                                    \
+      OR_GEMM_PAIR(C, L, 0)                                                                  \
+      ap += 2 * MR;                                                                          \
+      bp += 2 * NR;                                                                          \
+    }                                                                                        \
+    if (p < kc) {                                                                            \
+      OR_GEMM_TILE_IN(L);                                                                    \
+      OR_GEMM_STEP(C, L, VSPLAT)                                                             \
+      OR_GEMM_TILE_OUT(L);                                                                   \
+    }                                                                                        \
+  }
+
+OR_STATIC_ASSERT(OR_GEMM_F32_MR == 3 && OR_GEMM_F64_MR == 3, "the tiles are 3 rows high");
+OR_STATIC_ASSERT(OR_GEMM_F32_NR == 8 && OR_GEMM_F64_NR == 4, "the tiles are 2 vectors wide");
+OR_DEFINE_TILE(F32, float, 4, OR_GEMM_F32_MR, OR_GEMM_F32_NR, wasm_f32x4_splat)
+OR_DEFINE_TILE(F64, double, 2, OR_GEMM_F64_MR, OR_GEMM_F64_NR, wasm_f64x2_splat)
 
 /*
  * The float GEMM for compute type C (element T, L lanes per vector,
@@ -177,7 +260,7 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
     for (int64_t r0 = 0; r0 < rows; r0 += R) {                                                                  \
       const int64_t r = min_i64(R, rows - r0);                                                                  \
       const char *base = src + r0 * rs;                                                                         \
-      const int simd = L == 4 && dtype == NATIVE_##C && r == R && (R == 4 || R == 8);                             \
+      const int simd = L == 4 && dtype == NATIVE_##C && r == R && (R == 3 || R == 4 || R == 8);                   \
       if (dtype == NATIVE_##C && rs == (int64_t)sizeof(T)) { /* contiguous columns: r elements per step */      \
         for (int64_t p = 0; p < depth; p++) {                                                                   \
           const T *col = (const T *)(base + p * cs);                                                            \
@@ -215,32 +298,6 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
         }                                                                                                       \
       }                                                                                                         \
       dst += R * depth;                                                                                         \
-    }                                                                                                           \
-  }                                                                                                             \
-                                                                                                                \
-  /* The register tile: tile = a sliver (MR x kc) @ b sliver (kc x NR). */                                      \
-  static void tile_##C(int64_t kc, const T *ap, const T *bp, T *tile) {                                         \
-    v128_t c0 = wasm_i32x4_splat(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;            \
-    OR_GEMM_TILE_OUT(L);                                                                                        \
-    int64_t p = 0;                                                                                              \
-    _Pragma("clang loop unroll(disable)") for (; p + 16 <= kc; p += 16) {                                       \
-      OR_GEMM_TILE_IN(L);                                                                                       \
-      OR_GEMM_PAIR(C, L, MR, NR, 0) OR_GEMM_PAIR(C, L, MR, NR, 2) OR_GEMM_PAIR(C, L, MR, NR, 4)                 \
-      OR_GEMM_PAIR(C, L, MR, NR, 6) OR_GEMM_PAIR(C, L, MR, NR, 8) OR_GEMM_PAIR(C, L, MR, NR, 10)                \
-      OR_GEMM_PAIR(C, L, MR, NR, 12) OR_GEMM_PAIR(C, L, MR, NR, 14)                                             \
-      ap += 16 * MR;                                                                                            \
-      bp += 16 * NR;                                                                                            \
-    }                                                                                                           \
-    _Pragma("clang loop unroll(disable)") for (; p + 2 <= kc; p += 2) {                                         \
-      OR_GEMM_TILE_IN(L);                                                                                       \
-      OR_GEMM_PAIR(C, L, MR, NR, 0)                                                                             \
-      ap += 2 * MR;                                                                                             \
-      bp += 2 * NR;                                                                                             \
-    }                                                                                                           \
-    if (p < kc) {                                                                                               \
-      OR_GEMM_TILE_IN(L);                                                                                       \
-      OR_GEMM_STEP_##C(ap, bp)                                                                                  \
-      OR_GEMM_TILE_OUT(L);                                                                                      \
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \

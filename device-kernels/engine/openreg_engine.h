@@ -529,9 +529,9 @@ OR_STATIC_ASSERT(sizeof(or_search) == 56 + 32 * OR_MAX_DIMS, "or_search size");
 
 /* Blocking, per compute type: the register tile (MR x NR), the depth of one
  * pass over k (KC), the rows of a (MC) and columns of b (NC) packed at once. */
-#define OR_GEMM_F32_MR 4
+#define OR_GEMM_F32_MR 3
 #define OR_GEMM_F32_NR 8
-#define OR_GEMM_F64_MR 4
+#define OR_GEMM_F64_MR 3
 #define OR_GEMM_F64_NR 4
 #define OR_GEMM_KC 256
 #define OR_GEMM_MC 96

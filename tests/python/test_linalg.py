@@ -11,7 +11,7 @@ DEV = "openreg"
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
-# (m, k, n): single elements, one tile, edges of every blocking constant (tile 6 x 8, k slices
+# (m, k, n): single elements, one tile, edges of every blocking constant (float32 tile 3 x 8, k slices
 # of 256, 96 rows and 1024 columns packed at once), vectors, and an empty sum.
 SHAPES = [(1, 1, 1), (7, 5, 3), (6, 8, 8), (33, 300, 17), (100, 513, 70), (97, 40, 1030), (1, 64, 50), (50, 64, 1),
           (5, 0, 4),
