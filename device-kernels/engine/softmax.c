@@ -106,6 +106,9 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
 /* logsumexp's shift: the line's maximum, or 0 when it is infinite, as
  * ATen's logsumexp (all -inf gives -inf, a +inf gives +inf). */
 #define LSE_SHIFT(max) ((max) == __builtin_inf() || (max) == -__builtin_inf() ? 0 : (max))
+/* logsumexp's value from a line's maximum and the log of its sum of
+ * exp(x - max): an infinite maximum is the value (its shift is 0). */
+#define LSE_VALUE(max, log_total) ((max) == __builtin_inf() || (max) == -__builtin_inf() ? (max) : (log_total) + (max))
 
 #define OR_DEFINE_SOFTMAX(C, T, EXP, LOG)                                                              \
   static void line_##C(const or_reduce *p, const char *in, char *y, char *out) {                    \
@@ -156,7 +159,7 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
       return;                                                                                        \
     }                                                                                                \
     if (with_lse) { /* LOGSUMEXP's value: its shift is this max when finite */                       \
-      a[0] = max == (T)__builtin_inf() || max == -(T)__builtin_inf() ? max : log_total + max;        \
+      a[0] = LSE_VALUE(max, log_total);                                                              \
       store_row_##C(y, sy, dy, a, 1);                                                                \
     }                                                                                                \
     const T scale = (T)1 / total;                                                                    \
@@ -217,7 +220,7 @@ static void line_contig_f32(const or_reduce *p, const float *in, float *y, float
       lane_sums_F32(out, n, sums);
       const float total = (float)lanes_total(sums, OR_LANES);
       if (p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP) { /* LOGSUMEXP's value: its shift is this max when finite */
-        y[0] = max == __builtin_inff() || max == -__builtin_inff() ? max : m_log_f32(total) + max;
+        y[0] = LSE_VALUE(max, m_log_f32(total));
       }
       const float scale = 1.0f / total;
       INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = out[j] * scale;
