@@ -204,6 +204,19 @@ ALWAYS_INLINE v128_t tile_load_unaligned(const void *p) {
   c0 = tile_load(tile), c1 = tile_load(tile + (L)), c2 = tile_load(tile + 2 * (L));          \
   c3 = tile_load(tile + 3 * (L)), c4 = tile_load(tile + 4 * (L)), c5 = tile_load(tile + 5 * (L))
 
+/* A pair of steps, then a and b move past it. */
+#define OR_GEMM_NEXT_PAIR(C, L, MR, NR)                                                      \
+  OR_GEMM_PAIR(C, L, 0)                                                                      \
+  ap += 2 * (MR);                                                                            \
+  bp += 2 * (NR);
+
+/* 16 steps, then a and b move past them. */
+#define OR_GEMM_CHUNK(C, L, MR, NR)                                                          \
+  OR_GEMM_PAIR(C, L, 0) OR_GEMM_PAIR(C, L, 2) OR_GEMM_PAIR(C, L, 4) OR_GEMM_PAIR(C, L, 6)     \
+  OR_GEMM_PAIR(C, L, 8) OR_GEMM_PAIR(C, L, 10) OR_GEMM_PAIR(C, L, 12) OR_GEMM_PAIR(C, L, 14)  \
+  ap += 16 * (MR);                                                                           \
+  bp += 16 * (NR);
+
 /* The register tile: tile = a sliver (MR x kc) @ b sliver (kc x NR), the
  * accumulators going through the tile buffer every 16 steps (see above). */
 #define OR_DEFINE_TILE(C, T, L, MR, NR, VSPLAT)                                              \
@@ -213,20 +226,24 @@ ALWAYS_INLINE v128_t tile_load_unaligned(const void *p) {
     int64_t p = 0;                                                                           \
     _Pragma("clang loop unroll(disable)") for (; p + 16 <= kc; p += 16) {                    \
       OR_GEMM_TILE_IN(L);                                                                    \
-      OR_GEMM_PAIR(C, L, 0) OR_GEMM_PAIR(C, L, 2) OR_GEMM_PAIR(C, L, 4) OR_GEMM_PAIR(C, L, 6) \
-      OR_GEMM_PAIR(C, L, 8) OR_GEMM_PAIR(C, L, 10) OR_GEMM_PAIR(C, L, 12)                     \
-      OR_GEMM_PAIR(C, L, 14)                                                                 \
-      ap += 16 * MR;                                                                         \
-      bp += 16 * NR;                                                                         \
+      OR_GEMM_CHUNK(C, L, MR, NR)                                                            \
     }                                                                                        \
-    _Pragma("clang loop unroll(disable)") for (; p + 2 <= kc; p += 2) {                      \
-      OR_GEMM_TILE_IN(L);                                                                    \
-      OR_GEMM_PAIR(C, L, 0)                                                                  \
-      ap += 2 * MR;                                                                          \
-      bp += 2 * NR;                                                                          \
+    if (p == kc) return;                                                                     \
+    /* The last kc % 16 steps: their pairs unrolled, entered at the first                    \
+     * one left (no loop, so the accumulators stay in registers), then an                    \
+     * odd step. */                                                                          \
+    OR_GEMM_TILE_IN(L);                                                                      \
+    switch ((kc - p) / 2) {                                                                  \
+    case 7: OR_GEMM_NEXT_PAIR(C, L, MR, NR) /* fallthrough */                                \
+    case 6: OR_GEMM_NEXT_PAIR(C, L, MR, NR) /* fallthrough */                                \
+    case 5: OR_GEMM_NEXT_PAIR(C, L, MR, NR) /* fallthrough */                                \
+    case 4: OR_GEMM_NEXT_PAIR(C, L, MR, NR) /* fallthrough */                                \
+    case 3: OR_GEMM_NEXT_PAIR(C, L, MR, NR) /* fallthrough */                                \
+    case 2: OR_GEMM_NEXT_PAIR(C, L, MR, NR) /* fallthrough */                                \
+    case 1: OR_GEMM_NEXT_PAIR(C, L, MR, NR) /* fallthrough */                                \
+    default: break;                                                                          \
     }                                                                                        \
-    if (p < kc) {                                                                            \
-      OR_GEMM_TILE_IN(L);                                                                    \
+    if ((kc - p) % 2) {                                                                      \
       OR_GEMM_STEP(C, L, VSPLAT)                                                             \
       OR_GEMM_TILE_OUT(L);                                                                   \
     }                                                                                        \

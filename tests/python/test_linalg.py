@@ -64,6 +64,18 @@ def test_mm_layouts(dtype, m, k, n):
     _check(torch.mm, a[:, :1].expand(m, k), b, dtype=dtype, k=k)
 
 
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=str)
+def test_every_depth_up_to_two_chunks(dtype):
+    # The register tile runs k in chunks of 16 steps, then the pairs left over (0 to 7) and an odd
+    # step: every k up to 33 takes each of those ends, for 7 rows (two tiles and one row) and both
+    # orientations of the product.
+    g = torch.Generator().manual_seed(33)
+    for k in range(1, 34):
+        a, b = _random((7, k), dtype, g), _random((k, 10), dtype, g)
+        _check(torch.mm, a, b, dtype=dtype, k=k)
+        _check(torch.mm, b.t(), a.t(), dtype=dtype, k=k)
+
+
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16, torch.int64), ids=str)
 def test_addmm_scalars_and_bias_broadcast(dtype):
     g = torch.Generator().manual_seed(1)
