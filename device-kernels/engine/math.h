@@ -95,7 +95,8 @@ MATH_INLINE float m_exp_poly_f32(float r) { /* e^r for |r| <= ln2 / 2 */
  * largest float, and the scaling rounds it to 0 or inf by itself; clamping x
  * there (two min/max, where testing the result took three compares and
  * selects, and k a clamp of its own) keeps k inside m_scale_f32's range.
- * Every float gives the same bits as with the tests (checked exhaustively). */
+ * Every float gives the same bits as testing the result did (checked
+ * exhaustively against that version). */
 MATH_INLINE float m_exp_f32(float x) {
   float xc = x < -110.0f ? -110.0f : x;
   xc = xc > 89.0f ? 89.0f : xc;
