@@ -11,8 +11,8 @@
  *     MC-high block of a, the block is packed into MR-high slivers;
  *     packing reads any strides and dtype and converts to the compute type
  *     (float16 and bfloat16 to float32), so the inner loop sees one layout;
- *   - a register tile of MR x NR accumulators (3 rows of two float32
- *     vectors, 4 rows of two float64 vectors) runs over the KC slice; each
+ *   - a register tile of MR x NR accumulators (3 rows of two SIMD vectors:
+ *     3 x 8 for float32, 3 x 4 for float64) runs over the KC slice; each
  *     step splats each row's element of a by a lane shuffle and multiplies
  *     it with two vectors of b (see the tile below for the shape);
  *   - the tile goes to out: the first slice of k as alpha * acc + beta * out,
