@@ -24,8 +24,11 @@
  *   - an out with contiguous columns is computed transposed (out^T = b^T a^T)
  *     so that tiles are written along rows.
  *
- * Numerics: each product and each addition rounds once (no FMA: wasm has no
- * deterministic one). An output element's value depends only on k, on which
+ * Numerics: float32's tile adds each pair of steps of k as acc + (a0 * b0 +
+ * a1 * b1), the pair's sum one fused multiply-add over the second product
+ * (relaxed SIMD, run by the runtime in wasmtime's deterministic mode, so it
+ * is fused on every host); everywhere else each product and each addition
+ * rounds once. An output element's value depends only on k, on which
  * way its operands are contiguous, on whether the product is a
  * matrix-vector one (m or n is 1: those sum in a different order) and on the
  * constants in openreg_engine.h; not on the other sizes, the batch or how the
@@ -117,9 +120,30 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
   *(volatile v128_t *)p = v;
 }
 
-/* acc += s * b, rounding the product and the sum (no FMA). */
+/* acc += s * b, rounding the product and the sum (an odd last step). */
 #define OR_GEMM_MADD_F32(acc, s, b) acc = wasm_f32x4_add(acc, wasm_f32x4_mul(s, b))
 #define OR_GEMM_MADD_F64(acc, s, b) acc = wasm_f64x2_add(acc, wasm_f64x2_mul(s, b))
+
+/*
+ * acc += s0 * b + s1 * d for a pair of steps. float32: the second step's
+ * product, rounded, then the first's fused onto it (one rounding), then the
+ * sum to the accumulator. Fusing each step into the accumulator instead
+ * made each accumulator a chain of two FMAs per pair (8 cycles of latency on
+ * Zen 3 for 6 accumulators: 36 GFLOP/s in the tile, no faster than a
+ * multiply and an add); this way the chain is one add per pair and the tile
+ * runs at 42. Relaxed SIMD's madd may fuse or not depending on the host, so
+ * the runtime runs wasm in wasmtime's deterministic relaxed-SIMD mode, where
+ * it always fuses (a library call on a host without FMA): results stay the
+ * same on every host. float64 adds each step's rounded product in turn: its
+ * pair holds 3 vectors of a, and the fused form's temporaries then spilled
+ * (12.4 against 15.7 GFLOP/s).
+ */
+#define OR_GEMM_MADD2_F32(acc, s0, b, s1, d)                                                 \
+  acc = wasm_f32x4_add(acc, wasm_f32x4_relaxed_madd(s0, b, wasm_f32x4_mul(s1, d)))
+#define OR_GEMM_MADD2_F64(acc, s0, b, s1, d)                                                 \
+  acc = wasm_f64x2_add(wasm_f64x2_add(acc, wasm_f64x2_mul(s0, b)), wasm_f64x2_mul(s1, d))
+/* The tile functions, the only users of relaxed SIMD in the engine. */
+#define OR_GEMM_RELAXED __attribute__((target("relaxed-simd")))
 
 /* 16 bytes at any address (a sliver of 3 rows is not 16-byte aligned). */
 typedef struct {
@@ -171,6 +195,15 @@ ALWAYS_INLINE v128_t tile_load_unaligned(const void *p) {
     OR_GEMM_MADD_##C(cy, splat, b1);                                                         \
   }
 
+/* Row r (splats s0 and s1 of steps q and q + 1) times b's vectors of the
+ * two steps, into row r's accumulators. */
+#define OR_GEMM_ROW_PAIR(C, s0, s1, b0, b1, d0, d1, cx, cy)                                  \
+  {                                                                                          \
+    const v128_t first = s0, second = s1;                                                    \
+    OR_GEMM_MADD2_##C(cx, first, b0, second, d0);                                            \
+    OR_GEMM_MADD2_##C(cy, first, b1, second, d1);                                            \
+  }
+
 /* Steps q and q + 1 (L lanes per vector), then the accumulators to the tile buffer. */
 #define OR_GEMM_PAIR(C, L, q)                                                                \
   {                                                                                          \
@@ -178,12 +211,9 @@ ALWAYS_INLINE v128_t tile_load_unaligned(const void *p) {
     const v128_t b0 = tile_load(bp + 2 * (L) * (q)), b1 = tile_load(bp + 2 * (L) * (q) + (L)); \
     const v128_t d0 = tile_load(bp + 2 * (L) * (q) + 2 * (L));                               \
     const v128_t d1 = tile_load(bp + 2 * (L) * (q) + 3 * (L));                               \
-    OR_GEMM_ROW(C, OR_GEMM_A_##C(0), b0, b1, c0, c1)                                         \
-    OR_GEMM_ROW(C, OR_GEMM_A_##C(1), b0, b1, c2, c3)                                         \
-    OR_GEMM_ROW(C, OR_GEMM_A_##C(2), b0, b1, c4, c5)                                         \
-    OR_GEMM_ROW(C, OR_GEMM_A_##C(3), d0, d1, c0, c1)                                         \
-    OR_GEMM_ROW(C, OR_GEMM_A_##C(4), d0, d1, c2, c3)                                         \
-    OR_GEMM_ROW(C, OR_GEMM_A_##C(5), d0, d1, c4, c5)                                         \
+    OR_GEMM_ROW_PAIR(C, OR_GEMM_A_##C(0), OR_GEMM_A_##C(3), b0, b1, d0, d1, c0, c1)          \
+    OR_GEMM_ROW_PAIR(C, OR_GEMM_A_##C(1), OR_GEMM_A_##C(4), b0, b1, d0, d1, c2, c3)          \
+    OR_GEMM_ROW_PAIR(C, OR_GEMM_A_##C(2), OR_GEMM_A_##C(5), b0, b1, d0, d1, c4, c5)          \
     OR_GEMM_TILE_OUT(L);                                                                     \
   }
 
@@ -220,7 +250,7 @@ ALWAYS_INLINE v128_t tile_load_unaligned(const void *p) {
 /* The register tile: tile = a sliver (MR x kc) @ b sliver (kc x NR), the
  * accumulators going through the tile buffer every 16 steps (see above). */
 #define OR_DEFINE_TILE(C, T, L, MR, NR, VSPLAT)                                              \
-  static void tile_##C(int64_t kc, const T *ap, const T *bp, T *tile) {                      \
+  OR_GEMM_RELAXED static void tile_##C(int64_t kc, const T *ap, const T *bp, T *tile) {      \
     v128_t c0 = wasm_i32x4_splat(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;            \
     OR_GEMM_TILE_OUT(L);                                                                     \
     int64_t p = 0;                                                                           \

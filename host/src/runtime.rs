@@ -88,6 +88,9 @@ impl SharedEngine {
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_simd(true)
             .wasm_relaxed_simd(true)
+            // Relaxed SIMD as one semantics on every host (a fused multiply-add is
+            // fused even where the CPU has no FMA), so results do not depend on it.
+            .relaxed_simd_deterministic(true)
             .wasm_bulk_memory(true)
             .wasm_multi_value(true)
             .wasm_memory64(true)

@@ -218,6 +218,24 @@ def test_a_kernel_launches_directly_with_pointers_and_counts(module):
     torch.testing.assert_close(out1.cpu(), 2 * a.cpu())
 
 
+def test_relaxed_simd_has_one_result_on_every_host_a_madd_is_fused():
+    # (1 + 2^-12)^2 - (1 + 2^-11) is 2^-24 exactly; rounding the product first
+    # gives 0. The runtime compiles relaxed SIMD in wasmtime's deterministic
+    # mode, where relaxed_madd is fused whether or not the CPU has FMA.
+    module = kernels.load(wat("""
+  (func (export "madd") (param $out i32) (param $a i32) (param $b i32) (param $c i32)
+    (v128.store (local.get $out)
+      (f32x4.relaxed_madd (v128.load (local.get $a)) (v128.load (local.get $b)) (v128.load (local.get $c)))))"""),
+        name="test_relaxed_simd")
+    x = 1 + 2.0**-12
+    a = torch.tensor([x, x, 3.0, -x], device="openreg")
+    b = torch.tensor([x, -x, 0.5, x], device="openreg")
+    c = torch.tensor([-(1 + 2.0**-11), 1 + 2.0**-11, 1.0, 1 + 2.0**-11], device="openreg")
+    out = torch.empty(4, device="openreg")
+    module["madd"](kernels.ptr(out), kernels.ptr(a), kernels.ptr(b), kernels.ptr(c))
+    assert out.cpu().tolist() == [2.0**-24, -(2.0**-24), 2.5, -(2.0**-24)]
+
+
 def test_a_launch_with_worker_arguments_runs_once_on_every_worker(module):
     workers = torch.openreg.get_device_properties(0).workers
     out = torch.full((20,), -1, dtype=torch.int32, device="openreg")
