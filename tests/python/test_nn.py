@@ -357,6 +357,26 @@ def test_winograd_gives_cpus_infinities_and_nans():
         torch.testing.assert_close(got[finite], expected[finite], rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("size", [(4, 16), (7, 19), (2, 8)])
+def test_max_pool2d_2x2_picks_cpus_maximum_and_index_for_nan_ties_and_infinities(size):
+    # 2x2 windows with stride 2 run four outputs at a time (a path of their own).
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-2, 3, (3, 2, *size), generator=g).float()  # many ties
+    w = size[1] // 2
+    for q, (dy, dx) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+        x[0, 0, dy, 2 * q + dx] = float("nan")  # a NaN at each window position
+        x[0, 1, dy, 2 * q + dx] = float("-inf")
+        x[0, 1, 1 - dy, 2 * q + 1 - dx] = float("-inf")
+    x[1, 0, :2, :2] = float("-inf")  # a window of -inf only
+    x[1, 1, :2, 2:4] = float("nan")  # NaN against NaN: the last wins
+    x[2, 0, :, : 2 * w] = 5.0  # all ties: the first position wins
+    with torch.openreg.fallback_policy("error"):
+        values, indices = F.max_pool2d(x.to(DEV), 2, return_indices=True)
+    expected = F.max_pool2d(x, 2, return_indices=True)
+    torch.testing.assert_close(values.cpu(), expected[0], equal_nan=True)
+    assert torch.equal(indices.cpu(), expected[1])
+
+
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
                                 {"kernel_size": (3, 2), "stride": (2, 1), "dilation": (2, 1), "ceil_mode": True},
                                 {"kernel_size": 3, "stride": 2, "ceil_mode": True}])
