@@ -131,8 +131,8 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
  * product, rounded, then the first's fused onto it (one rounding), then the
  * sum to the accumulator. Fusing each step into the accumulator instead
  * made each accumulator a chain of two FMAs per pair (8 cycles of latency on
- * Zen 3 for 6 accumulators: 36 GFLOP/s in the tile, no faster than a
- * multiply and an add); this way the chain is one add per pair and the tile
+ * Zen 3 and 4 for 6 accumulators: 36 GFLOP/s in the tile on Zen 4, no
+ * faster than a multiply and an add); this way the chain is one add per pair and the tile
  * runs at 42. Relaxed SIMD's madd may fuse or not depending on the host, so
  * the runtime runs wasm in wasmtime's deterministic relaxed-SIMD mode, where
  * it always fuses (a library call on a host without FMA): results stay the
