@@ -377,6 +377,27 @@ def test_max_pool2d_2x2_picks_cpus_maximum_and_index_for_nan_ties_and_infinities
     assert torch.equal(indices.cpu(), expected[1])
 
 
+@pytest.mark.parametrize("size", [(4, 16), (6, 10), (8, 24)])
+def test_max_pool2d_2x2_backward_is_cpus_bit_for_bit_for_any_indices(size):
+    # Gradients add into a zeroed plane at each index, wherever it points.
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, *size, generator=g)
+    x[0, 0, 0, 0] = float("nan")
+    _, indices = F.max_pool2d(x, 2, return_indices=True)
+    grad = torch.randn(indices.shape, generator=g)
+    grad[0, 0, 0, :2] = -0.0  # 0 + (-0) is +0 on CPU
+    grad[1, 2, 1, 1] = float("nan")
+    elsewhere = indices.clone()
+    elsewhere[1, 1] = 0  # every gradient of a plane added at its first element
+    elsewhere[0, 2, 0, 0] = size[1] * 2 + 3  # one index in another window
+    for idx in (indices, elsewhere):
+        with torch.openreg.fallback_policy("error"):
+            got = torch.ops.aten.max_pool2d_with_indices_backward(grad.to(DEV), x.to(DEV), [2, 2], [2, 2], [0, 0],
+                                                                  [1, 1], False, idx.to(DEV)).cpu()
+        expected = torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, idx)
+        assert torch.equal(got.view(torch.int32), expected.view(torch.int32))
+
+
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
                                 {"kernel_size": (3, 2), "stride": (2, 1), "dilation": (2, 1), "ceil_mode": True},
                                 {"kernel_size": 3, "stride": 2, "ceil_mode": True}])
