@@ -132,18 +132,19 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
  * sum to the accumulator. Fusing each step into the accumulator instead
  * made each accumulator a chain of two FMAs per pair (8 cycles of latency on
  * Zen 3 and 4 for 6 accumulators: 36 GFLOP/s in the tile on Zen 4, no
- * faster than a multiply and an add); this way the chain is one add per pair and the tile
- * runs at 42. Relaxed SIMD's madd may fuse or not depending on the host, so
- * the runtime runs wasm in wasmtime's deterministic relaxed-SIMD mode, where
- * it always fuses (a library call on a host without FMA): results stay the
- * same on every host. float64 adds each step's rounded product in turn: its
- * pair holds 3 vectors of a, and the fused form's temporaries then spilled
- * (12.4 against 15.7 GFLOP/s).
+ * faster than a multiply and an add); this way the chain is one add per
+ * pair and the tile runs at 42. Relaxed SIMD's madd may fuse or not
+ * depending on the host, so the runtime runs wasm in wasmtime's
+ * deterministic relaxed-SIMD mode, where it always fuses (a library call on
+ * a host without FMA): results stay the same on every host. float64 adds
+ * each step's rounded product in turn: its pair holds 3 vectors of a, and
+ * the fused form's temporaries then spilled (12.4 against 15.7 GFLOP/s).
  */
 #define OR_GEMM_MADD2_F32(acc, s0, b, s1, d)                                                 \
   acc = wasm_f32x4_add(acc, wasm_f32x4_relaxed_madd(s0, b, wasm_f32x4_mul(s1, d)))
 #define OR_GEMM_MADD2_F64(acc, s0, b, s1, d)                                                 \
-  acc = wasm_f64x2_add(wasm_f64x2_add(acc, wasm_f64x2_mul(s0, b)), wasm_f64x2_mul(s1, d))
+  OR_GEMM_MADD_F64(acc, s0, b);                                                              \
+  OR_GEMM_MADD_F64(acc, s1, d)
 /* The tile functions, the only users of relaxed SIMD in the engine. */
 #define OR_GEMM_RELAXED __attribute__((target("relaxed-simd")))
 

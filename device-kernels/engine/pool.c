@@ -92,10 +92,10 @@ static int64_t take4_f32(window g, const float *row, int64_t ih, int64_t c0, int
 
 /* Max pooling over 2 x 2 windows with stride 2, no padding, no dilation, all
  * inside the input (float32): the common case (7-9 ns per output through
- * the generic loop, as slow as CPU's kernel). Four outputs at a time from two vectors of each of the
- * window's input rows, split into even and odd columns, the candidates in
- * CPU's order with the generic loop's rule: the first, then each one that
- * is greater or NaN. */
+ * the generic loop, as slow as CPU's kernel). Four outputs at a time from
+ * two vectors of each of the window's input rows, split into even and odd
+ * columns, the candidates in CPU's order with the generic loop's rule: the
+ * first, then each one that is greater or NaN. */
 NOINLINE static void max_plane_2x2_f32(window g, const float *restrict in, float *restrict out,
                                        int64_t *restrict index) {
   const int32_t W = (int32_t)g.W;
