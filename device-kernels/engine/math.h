@@ -260,15 +260,22 @@ MATH_INLINE double m_log1p_f64(double x) {
 
 /* ---- hyperbolic, logistic, error function ---- */
 
-/* tanh x = e / (e + 2) with e = expm1(2|x|), the sign of x; +-1 past 9 (float) / 19.1 (double).
- * float32 takes q = 2 / (e + 2) once: e q / 2 for small |x|, 1 - q beyond (where e / (e + 2)
- * would round to 1 while the true value is still a float below it). */
+/* tanh x = x P(x^2) / Q(x^2) for |x| <= 9.1, in double, rounded once; +-1 beyond (where
+ * the float result is 1). P has degree 5 and Q degree 4: a rational function fitted for the
+ * engine to tanh on [0, 9.1] (relative error 1.4e-9, scripts/fit_tanh.py), each polynomial by
+ * Estrin's scheme. Every float32 result is within 0.53 ulp (all but 0.1% correctly rounded,
+ * checked exhaustively against double). The float32 form through expm1, a division and two
+ * branches' selects took 2.9 ns per element on one worker and erred by up to 3 ulp; this one
+ * takes 2.3 (a float32 rational function erred by 6 ulp near 1). */
 MATH_INLINE float m_tanh_f32(float x) {
   const float ax = __builtin_fabsf(x);
-  const float e = m_expm1_f32(2.0f * (ax < 9.0f ? ax : 9.0f));
-  const float q = 2.0f / (e + 2.0f);
-  float t = ax < 0.5f ? 0.5f * (e * q) : 1.0f - q;
-  t = ax > 9.0f ? 1.0f : t;
+  const double a = (double)(ax < 9.1f ? ax : 9.1f), s = a * a, s2 = s * s;
+  const double p = (9.99999998557353664e-01 + 1.36761418662097761e-01 * s) +
+                   s2 * ((3.86359930796136182e-03 + 2.79120571258967252e-05 * s) +
+                         s2 * (3.03557856625617626e-08 - 1.20337977841335395e-11 * s));
+  const double q = (1.0 + 4.70094738044951277e-01 * s) +
+                   s2 * ((2.72285344690548145e-02 + 3.93029418837812286e-04 * s) + 1.28070271101741824e-06 * s2);
+  const float t = (float)(a * p / q);
   return x != x ? x : m_copysign_f32(t, x);
 }
 
