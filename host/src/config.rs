@@ -7,6 +7,7 @@
 //! | `OPENREG_MEMORY64` | `1` gives devices 64-bit (memory64) addressing, needed above 4 GiB | 0 |
 //! | `OPENREG_KERNEL_TIMEOUT_MS` | watchdog limit for one kernel launch | 30000 |
 //! | `OPENREG_DEVICE_THREADS` | worker threads per device, for parallel launches (1 to 16) | the host's cores, at most 16 |
+//! | `OPENREG_PERF_MAP` | `1` writes `/tmp/perf-<pid>.map`, so `perf` names the wasm functions it samples | 0 |
 
 use std::time::Duration;
 
@@ -26,6 +27,9 @@ pub struct Config {
     pub kernel_timeout: Duration,
     /// Worker threads per device: how many calls a parallel launch makes at once.
     pub workers: u32,
+    /// Whether compiled wasm functions are listed in `/tmp/perf-<pid>.map`
+    /// for Linux `perf` (wasmtime's perf map).
+    pub perf_map: bool,
 }
 
 /// The largest memory a 32-bit device can have.
@@ -49,6 +53,7 @@ impl Default for Config {
             memory64: false,
             kernel_timeout: Duration::from_secs(30),
             workers: default_workers(),
+            perf_map: false,
         }
     }
 }
@@ -72,11 +77,10 @@ impl Config {
             })?;
         }
         if let Some(v) = env("OPENREG_MEMORY64") {
-            config.memory64 = match v.trim() {
-                "1" | "true" | "yes" | "on" => true,
-                "0" | "false" | "no" | "off" | "" => false,
-                _ => return Err(Error::Config { var: "OPENREG_MEMORY64", value: v, reason: "expected 0 or 1".into() }),
-            };
+            config.memory64 = flag("OPENREG_MEMORY64", v)?;
+        }
+        if let Some(v) = env("OPENREG_PERF_MAP") {
+            config.perf_map = flag("OPENREG_PERF_MAP", v)?;
         }
         if let Some(v) = env("OPENREG_KERNEL_TIMEOUT_MS") {
             let ms: u64 = v.trim().parse().map_err(|_| Error::Config {
@@ -141,6 +145,15 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// An on/off variable: `1`, `true`, `yes`, `on` or their opposites.
+fn flag(var: &'static str, v: String) -> Result<bool> {
+    match v.trim() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        _ => Err(Error::Config { var, value: v, reason: "expected 0 or 1".into() }),
+    }
+}
+
 /// Parses `4096`, `512KiB`, `512MiB`, `4GiB`, `8G`, `1TiB` (binary units).
 pub fn parse_size(text: &str) -> Option<u64> {
     let text = text.trim();
@@ -171,6 +184,18 @@ mod tests {
         assert_eq!(parse_size("1.5GiB"), None);
         assert_eq!(parse_size("lots"), None);
         assert_eq!(parse_size("99999999999999TiB"), None);
+    }
+
+    #[test]
+    fn flags_take_the_usual_spellings_and_refuse_others() {
+        for on in ["1", "true", "yes", "on", " 1 "] {
+            assert!(flag("OPENREG_PERF_MAP", on.into()).unwrap(), "{on}");
+        }
+        for off in ["0", "false", "no", "off"] {
+            assert!(!flag("OPENREG_PERF_MAP", off.into()).unwrap(), "{off}");
+        }
+        let err = flag("OPENREG_PERF_MAP", "maybe".into()).unwrap_err();
+        assert!(err.to_string().contains("OPENREG_PERF_MAP"), "{err}");
     }
 
     #[test]

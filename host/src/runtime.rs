@@ -62,9 +62,12 @@ fn watch_forks() {
 }
 
 type CompiledEntry = (Vec<u8>, bool, Arc<KernelModule>);
+/// The process's engines, by memory reservation and perf map setting.
+type Engines = Mutex<HashMap<(u64, bool), Arc<SharedEngine>>>;
 
 /// A wasmtime engine shared by the runtimes of a process with the same
-/// memory reservation, with its compiled modules and its watchdog clock.
+/// memory reservation (and perf map setting), with its compiled modules and
+/// its watchdog clock.
 struct SharedEngine {
     engine: wasmtime::Engine,
     /// Compiled modules by content hash, with the bytes and the device kind
@@ -77,12 +80,13 @@ struct SharedEngine {
 }
 
 impl SharedEngine {
-    /// The engine for devices of `memory_bytes`, created on first use.
-    fn get(memory_bytes: u64) -> Result<Arc<SharedEngine>> {
-        static ENGINES: OnceLock<Mutex<HashMap<u64, Arc<SharedEngine>>>> = OnceLock::new();
+    /// The engine for devices of `memory_bytes`, created on first use;
+    /// `perf_map` lists its compiled functions for Linux `perf`.
+    fn get(memory_bytes: u64, perf_map: bool) -> Result<Arc<SharedEngine>> {
+        static ENGINES: OnceLock<Engines> = OnceLock::new();
         let reservation = memory_bytes.max(1 << 32);
         let mut engines = lock(ENGINES.get_or_init(Default::default));
-        if let Some(shared) = engines.get(&reservation) {
+        if let Some(shared) = engines.get(&(reservation, perf_map)) {
             return Ok(Arc::clone(shared));
         }
         let mut wasm = wasmtime::Config::new();
@@ -102,10 +106,13 @@ impl SharedEngine {
             // Device memory never moves: the reservation covers its full size.
             .memory_reservation(reservation)
             .memory_may_move(false);
+        if perf_map {
+            wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = wasmtime::Engine::new(&wasm)
             .map_err(|e| Error::DeviceLost { device: 0, reason: format!("cannot create the wasm engine: {e:#}") })?;
         let shared = Arc::new(SharedEngine { engine, compiled: Mutex::new(HashMap::new()), clock: Once::new() });
-        engines.insert(reservation, Arc::clone(&shared));
+        engines.insert((reservation, perf_map), Arc::clone(&shared));
         Ok(shared)
     }
 }
@@ -133,7 +140,7 @@ impl Runtime {
     pub fn new(config: Config) -> Result<Runtime> {
         config.validate()?;
         watch_forks();
-        let shared = SharedEngine::get(config.memory_bytes)?;
+        let shared = SharedEngine::get(config.memory_bytes, config.perf_map)?;
         let space = AddressSpace::reserve(config.device_count, config.memory_bytes)?;
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {

@@ -173,3 +173,47 @@ def test_softmax_kernel_launches_are_labelled_with_their_op():
     names = {e.name for e in _device_events(_device_profile(work))}
     assert {"softmax (softmax)", "softmax (log_softmax)", "softmax (log_softmax_backward)",
             "softmax (logsumexp)"} <= names, names
+
+
+_PERF_MAP_SCRIPT = """
+import os, torch, torch_openreg
+x = torch.randn(64, 64, device="openreg")
+(x @ x).tanh().cpu()
+print(os.getpid())
+"""
+
+
+@pytest.mark.parametrize("value", ["1", "0"])
+def test_perf_map_names_the_wasm_functions_for_linux_perf(value):
+    # OPENREG_PERF_MAP=1: wasmtime lists each compiled function in /tmp/perf-<pid>.map, so that
+    # `perf record` names samples in device code (the engine's gemm and tanh loops here).
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OPENREG_PERF_MAP=value)
+    done = subprocess.run([sys.executable, "-c", _PERF_MAP_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    path = f"/tmp/perf-{done.stdout.strip().splitlines()[-1]}.map"
+    try:
+        if value == "0":
+            assert not os.path.exists(path)
+            return
+        with open(path) as f:
+            names = f.read()
+        assert "tile_F32" in names and "contig_TANH_F32" in names, names[:500]
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def test_a_bad_perf_map_setting_is_a_clear_error():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OPENREG_PERF_MAP="maybe")
+    done = subprocess.run([sys.executable, "-c", "import torch, torch_openreg; torch.ones(1, device='openreg')"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "OPENREG_PERF_MAP" in done.stderr, done.stderr[-2000:]
