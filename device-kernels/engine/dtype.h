@@ -15,6 +15,11 @@
 #define EXPORT(name) __attribute__((export_name(#name), visibility("default")))
 #define TRAP() __builtin_trap()
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+/* A loop in a function of its own: inlined into a large kernel, it shares
+ * the registers with everything live there, and wasmtime's epoch check at
+ * each loop header (a call on its slow path) then keeps its loop values on
+ * the stack, stored and reloaded on every iteration. */
+#define NOINLINE __attribute__((noinline))
 
 typedef unsigned long usize;
 

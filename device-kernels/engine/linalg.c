@@ -84,7 +84,7 @@ ALWAYS_INLINE void pack4_rows4_f32(float *dst, const float *x0, const float *x1,
 
 /* A 3-high sliver of `depth` steps from 3 rows contiguous along k, `rs`
  * bytes apart (a block of a as it is stored). */
-static void pack_rows3_f32(float *dst, const char *base, int64_t rs, int64_t depth) {
+NOINLINE static void pack_rows3_f32(float *dst, const char *base, int64_t rs, int64_t depth) {
   const float *x0 = (const float *)base, *x1 = (const float *)(base + rs), *x2 = (const float *)(base + 2 * rs);
   int64_t p = 0;
   for (; p + 4 <= depth; p += 4, dst += 12) pack4_rows3_f32(dst, x0 + p, x1 + p, x2 + p);
@@ -93,7 +93,7 @@ static void pack_rows3_f32(float *dst, const char *base, int64_t rs, int64_t dep
 
 /* An 8-high sliver of `depth` steps from 8 rows contiguous along k, `rs`
  * bytes apart (a panel of b stored as b^T, as nn.Linear's weight is). */
-static void pack_rows8_f32(float *dst, const char *base, int64_t rs, int64_t depth) {
+NOINLINE static void pack_rows8_f32(float *dst, const char *base, int64_t rs, int64_t depth) {
   const float *x0 = (const float *)base, *x1 = (const float *)(base + rs), *x2 = (const float *)(base + 2 * rs);
   const float *x3 = (const float *)(base + 3 * rs), *x4 = (const float *)(base + 4 * rs);
   const float *x5 = (const float *)(base + 5 * rs), *x6 = (const float *)(base + 6 * rs);
@@ -120,7 +120,7 @@ static void pack_rows8_f32(float *dst, const char *base, int64_t rs, int64_t dep
  * addresses a sliver apart, which alias the loads when a sliver is 4 KB
  * (depth 128): eight keep that short.
  */
-static void pack_columns3_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth) {
+NOINLINE static void pack_columns3_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth) {
   const int64_t size = 3 * depth; /* floats per sliver */
   for (int64_t s0 = 0; s0 < slivers; s0 += 8) {
     const int64_t group = min_i64(8, slivers - s0);
@@ -132,7 +132,7 @@ static void pack_columns3_f32(float *dst, const char *src, int64_t cs, int64_t s
   }
 }
 
-static void pack_columns8_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth) {
+NOINLINE static void pack_columns8_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth) {
   const int64_t size = 8 * depth; /* floats per sliver */
   for (int64_t s0 = 0; s0 < slivers; s0 += 8) {
     const int64_t group = min_i64(8, slivers - s0);

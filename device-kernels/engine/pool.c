@@ -50,9 +50,7 @@ ALWAYS_INLINE window window_of(const or_pool *p) {
 
 /* Windows are a few elements wide: vectorizing their loops (or the loops
  * over outputs) only adds set-up per output. Each plane loop is a function
- * of its own: inlined into one kernel with the others, it would share its
- * registers with all of them, and its loop values would live on the stack. */
-#define NOINLINE __attribute__((noinline))
+ * of its own (NOINLINE, dtype.h). */
 /* Outputs of a row handled together by max pooling (its maxima and indices
  * live on the stack). */
 #define ROW 256
