@@ -24,7 +24,8 @@
  *     products of a's rows when they are contiguous, else as a sum of a's
  *     columns scaled by the vector;
  *   - an out with contiguous columns is computed transposed (out^T = b^T a^T)
- *     so that tiles are written along rows.
+ *     so that tiles are written along rows; so is a long product whose
+ *     tiles fit out's shape better that way (tile_waste).
  *
  * Numerics: float32's tile adds each pair of steps of k as acc + (a0 * b0 +
  * a1 * b1), the pair's sum one fused multiply-add over the second product
@@ -625,8 +626,8 @@ OR_DEFINE_TILE(F64, double, 2, OR_GEMM_F64_MR, OR_GEMM_F64_NR, wasm_f64x2_splat)
         for (int64_t i = 0; i < m; i++) combine_##C(out + i * rsc, csc, dtype, 0, n, alpha, beta, read_out);    \
         continue;                                                                                               \
       }                                                                                                         \
-      /* out^T = b^T a^T: makes a vector the second operand, or out's rows contiguous */                       \
-      if (n != 1 && (m == 1 || abs_i64(rsc) < abs_i64(csc))) {                                                  \
+      /* out^T = b^T a^T: makes a vector the second operand, or out's rows contiguous, or wastes less */       \
+      if (n != 1 && (m == 1 || abs_i64(rsc) < abs_i64(csc) || tile_waste(m, n, k, MR, NR))) {                   \
         const char *t = a;                                                                                      \
         a = b;                                                                                                  \
         b = t;                                                                                                  \
@@ -677,6 +678,22 @@ OR_DEFINE_TILE(F64, double, 2, OR_GEMM_F64_MR, OR_GEMM_F64_NR, wasm_f64x2_splat)
       }                                                                                                         \
     }                                                                                                           \
   }
+
+/*
+ * Whether an m x n product (row-major out) wastes much less of its tiles
+ * transposed: tiles cover MR rows by NR columns, so 16 x 27 computes 18 x 32
+ * (75% used) where 27 x 16 computes 27 x 16. Only for long products (k >=
+ * 64): a transposed out is written through the tile buffer, which short
+ * products pay for. The tile adds the same products in the same order
+ * either way (a * b is b * a, and the fused pair is symmetric in its
+ * factors), so results are the same bits.
+ */
+ALWAYS_INLINE int tile_waste(int64_t m, int64_t n, int64_t k, int64_t mr, int64_t nr) {
+  if (k < 64 || n == 1 || m == 1) return 0;
+  const int64_t as_is = or_gemm_round_up(m, mr) * or_gemm_round_up(n, nr);
+  const int64_t transposed = or_gemm_round_up(n, mr) * or_gemm_round_up(m, nr);
+  return 5 * transposed < 4 * as_is; /* at least a fifth less */
+}
 
 ALWAYS_INLINE float lanes_sum_F32(const float *l) {
   return (l[0] + l[1]) + (l[2] + l[3]);
