@@ -498,20 +498,28 @@ static double power_sum_f32_contig(const float *x, int64_t n, int squares) {
 /* var's moments of a contiguous float32 row, chunk by chunk as fold_F does
  * (OR_CHUNK elements from the row's start, merged with var_merge), each
  * chunk's sum and squared deviations taken in SIMD doubles. */
-static void var_f32_contig(acc_f *a, const float *x, int64_t n) {
+NOINLINE static void var_f32_contig(acc_f *a, const float *x, int64_t n) {
   const v128_t zero = wasm_f64x2_splat(0.0);
   for (int64_t k = 0; k < n; k += OR_CHUNK) {
     const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
     const float *c = x + k;
-    /* Four accumulators per pass: each add waits only for its own chain. */
+    /* Four accumulators, each taking the sum of two vectors per pass of 16
+     * elements: the accumulators go through the stack at every loop header
+     * (the epoch check), so an iteration costs a store and a reload on each
+     * chain; 16 elements per iteration instead of 8 halve that (batch
+     * norm's statistics of 16 x 16 x 32 x 32, one worker: 0.88 to 0.56 ns
+     * per element). */
     v128_t s0 = zero, s1 = zero, s2 = zero, s3 = zero;
     int64_t j = 0;
-    for (; j + 8 <= m; j += 8) {
+    for (; j + 16 <= m; j += 16) {
       const v128_t u = wasm_v128_load(c + j), v = wasm_v128_load(c + j + 4);
-      s0 = wasm_f64x2_add(s0, wasm_f64x2_promote_low_f32x4(u));
-      s1 = wasm_f64x2_add(s1, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)));
-      s2 = wasm_f64x2_add(s2, wasm_f64x2_promote_low_f32x4(v));
-      s3 = wasm_f64x2_add(s3, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)));
+      const v128_t w = wasm_v128_load(c + j + 8), z = wasm_v128_load(c + j + 12);
+      s0 = wasm_f64x2_add(s0, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(u), wasm_f64x2_promote_low_f32x4(w)));
+      s1 = wasm_f64x2_add(s1, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)),
+                                             wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(w, w, 2, 3, 0, 1))));
+      s2 = wasm_f64x2_add(s2, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(v), wasm_f64x2_promote_low_f32x4(z)));
+      s3 = wasm_f64x2_add(s3, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)),
+                                             wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(z, z, 2, 3, 0, 1))));
     }
     const v128_t s = wasm_f64x2_add(wasm_f64x2_add(s0, s1), wasm_f64x2_add(s2, s3));
     double sum = wasm_f64x2_extract_lane(s, 0) + wasm_f64x2_extract_lane(s, 1);
@@ -519,16 +527,17 @@ static void var_f32_contig(acc_f *a, const float *x, int64_t n) {
     const double mc = sum / (double)m;
     const v128_t mean = wasm_f64x2_splat(mc);
     v128_t q0 = zero, q1 = zero, q2 = zero, q3 = zero;
-    for (j = 0; j + 8 <= m; j += 8) {
-      const v128_t u = wasm_v128_load(c + j), v = wasm_v128_load(c + j + 4);
-      const v128_t d0 = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(u), mean);
-      const v128_t d1 = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)), mean);
-      const v128_t d2 = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(v), mean);
-      const v128_t d3 = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)), mean);
-      q0 = wasm_f64x2_add(q0, wasm_f64x2_mul(d0, d0));
-      q1 = wasm_f64x2_add(q1, wasm_f64x2_mul(d1, d1));
-      q2 = wasm_f64x2_add(q2, wasm_f64x2_mul(d2, d2));
-      q3 = wasm_f64x2_add(q3, wasm_f64x2_mul(d3, d3));
+    for (j = 0; j + 16 <= m; j += 16) {
+      v128_t d[8];
+      for (int h = 0; h < 4; h++) {
+        const v128_t u = wasm_v128_load(c + j + 4 * h);
+        d[2 * h] = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(u), mean);
+        d[2 * h + 1] = wasm_f64x2_sub(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)), mean);
+      }
+      q0 = wasm_f64x2_add(q0, wasm_f64x2_add(wasm_f64x2_mul(d[0], d[0]), wasm_f64x2_mul(d[4], d[4])));
+      q1 = wasm_f64x2_add(q1, wasm_f64x2_add(wasm_f64x2_mul(d[1], d[1]), wasm_f64x2_mul(d[5], d[5])));
+      q2 = wasm_f64x2_add(q2, wasm_f64x2_add(wasm_f64x2_mul(d[2], d[2]), wasm_f64x2_mul(d[6], d[6])));
+      q3 = wasm_f64x2_add(q3, wasm_f64x2_add(wasm_f64x2_mul(d[3], d[3]), wasm_f64x2_mul(d[7], d[7])));
     }
     const v128_t q = wasm_f64x2_add(wasm_f64x2_add(q0, q1), wasm_f64x2_add(q2, q3));
     double m2 = wasm_f64x2_extract_lane(q, 0) + wasm_f64x2_extract_lane(q, 1);
