@@ -58,7 +58,8 @@ def main():
     print(f"same steps on cpu:   loss {cpu_losses[0]:.4f} -> {cpu_losses[-1]:.4f} ({cpu_seconds:.2f} s); "
           f"largest loss difference {worst:.2e}")
     print("  (device kernels and torch's CPU kernels round some results differently in the last bit: the device's\n"
-          "  float32 sqrt is correctly rounded, the CPU's is not; 300 Adam steps amplify such differences)")
+          "  float32 sqrt is correctly rounded, the CPU's is not, and their tanh differ by up to an ulp; the late\n"
+          "  loss oscillates at this learning rate, and 300 Adam steps amplify such differences into a shift of it)")
     per_step, cpu_per_step = seconds / len(losses) * 1e3, cpu_seconds / len(cpu_losses) * 1e3
     print(f"time per step: openreg {per_step:.2f} ms, cpu {cpu_per_step:.2f} ms "
           f"(openreg takes {per_step / cpu_per_step:.1f}x CPU's time; {torch.get_num_threads()} CPU threads, "
