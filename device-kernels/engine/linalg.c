@@ -111,41 +111,43 @@ NOINLINE static void pack_rows8_f32(float *dst, const char *base, int64_t rs, in
 }
 
 /*
- * `slivers` full 8-high slivers of `depth` steps from a matrix whose sliver
- * rows are contiguous (a panel of b stored row-major: step p's 8 values of
- * sliver s are at src + p * cs + 32 s). Eight slivers at a time, step by
- * step: one sliver's steps lie a row of b apart, and rows a multiple of 4 KB
- * apart share a cache set, so packing a sliver at a time lost each line
- * before the next sliver read its other half (0.6 ns per element; 0.13-0.15
- * this way). All slivers per step instead read whole rows but stored to
- * addresses a sliver apart, which alias the loads when a sliver is 4 KB
- * (depth 128): eight keep that short.
+ * `slivers` full R-high slivers (R = 3 or 8) of `depth` steps from a matrix
+ * whose sliver rows are contiguous (a panel of b stored row-major, or a block
+ * of a stored transposed: step p's R values of sliver s are at src + p * cs
+ * + R s). Eight slivers at a time, step by step: one sliver's steps lie a
+ * row of the matrix apart, and rows a multiple of 4 KB apart share a cache
+ * set, so packing a sliver at a time lost each line before the next sliver
+ * read its other half (0.6 ns per element; 0.13-0.15 this way). All slivers
+ * per step instead read whole rows but stored to addresses a sliver apart,
+ * which alias the loads when a sliver is 4 KB (depth 128): eight keep that
+ * short.
  */
-NOINLINE static void pack_columns3_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth) {
-  const int64_t size = 3 * depth; /* floats per sliver */
+ALWAYS_INLINE void pack_columns_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth,
+                                    int R) {
+  const int64_t size = R * depth; /* floats per sliver */
   for (int64_t s0 = 0; s0 < slivers; s0 += 8) {
     const int64_t group = min_i64(8, slivers - s0);
     for (int64_t p = 0; p < depth; p++) {
-      const float *row = (const float *)(src + p * cs) + 3 * s0;
-      float *d = dst + s0 * size + 3 * p;
-      for (int64_t s = 0; s < group; s++, row += 3, d += size) d[0] = row[0], d[1] = row[1], d[2] = row[2];
+      const float *row = (const float *)(src + p * cs) + R * s0;
+      float *d = dst + s0 * size + R * p;
+      for (int64_t s = 0; s < group; s++, row += R, d += size) {
+        if (R == 8) {
+          wasm_v128_store(d, wasm_v128_load(row));
+          wasm_v128_store(d + 4, wasm_v128_load(row + 4));
+        } else {
+          d[0] = row[0], d[1] = row[1], d[2] = row[2];
+        }
+      }
     }
   }
 }
 
+NOINLINE static void pack_columns3_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth) {
+  pack_columns_f32(dst, src, cs, slivers, depth, 3);
+}
+
 NOINLINE static void pack_columns8_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth) {
-  const int64_t size = 8 * depth; /* floats per sliver */
-  for (int64_t s0 = 0; s0 < slivers; s0 += 8) {
-    const int64_t group = min_i64(8, slivers - s0);
-    for (int64_t p = 0; p < depth; p++) {
-      const float *row = (const float *)(src + p * cs) + 8 * s0;
-      float *d = dst + s0 * size + 8 * p;
-      for (int64_t s = 0; s < group; s++, row += 8, d += size) {
-        wasm_v128_store(d, wasm_v128_load(row));
-        wasm_v128_store(d + 4, wasm_v128_load(row + 4));
-      }
-    }
-  }
+  pack_columns_f32(dst, src, cs, slivers, depth, 8);
 }
 
 /*
