@@ -6,6 +6,9 @@ plugin); device times from device events around each op (the legacy
 Chrome trace export working."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -183,14 +186,11 @@ print(os.getpid())
 """
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="perf maps are Linux perf's")
 @pytest.mark.parametrize("value", ["1", "0"])
 def test_perf_map_names_the_wasm_functions_for_linux_perf(value):
     # OPENREG_PERF_MAP=1: wasmtime lists each compiled function in /tmp/perf-<pid>.map, so that
     # `perf record` names samples in device code (the engine's gemm and tanh loops here).
-    import os
-    import subprocess
-    import sys
-
     env = dict(os.environ, OPENREG_PERF_MAP=value)
     done = subprocess.run([sys.executable, "-c", _PERF_MAP_SCRIPT], env=env, capture_output=True, text=True,
                           timeout=300)
@@ -209,10 +209,6 @@ def test_perf_map_names_the_wasm_functions_for_linux_perf(value):
 
 
 def test_a_bad_perf_map_setting_is_a_clear_error():
-    import os
-    import subprocess
-    import sys
-
     env = dict(os.environ, OPENREG_PERF_MAP="maybe")
     done = subprocess.run([sys.executable, "-c", "import torch, torch_openreg; torch.ones(1, device='openreg')"],
                           env=env, capture_output=True, text=True, timeout=300)
