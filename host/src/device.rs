@@ -21,6 +21,17 @@
 //! `exec` is taken by that helper for its calls, and by the loader after the
 //! device's `exec` (the helpers are idle then).
 //!
+//! A host thread blocked on the device lends a hand: for up to [`HOST_HELP`]
+//! after it starts waiting (or last ran a part) it spins, ready, and claims
+//! the parts of parallel launches with the instance of a helper that is not
+//! running (`try_lock` of its `exec`), so the executor wakes only the helpers
+//! the ready threads do not cover. Waking a sleeping helper costs its wake-up,
+//! and on a host with few cores Linux often places it on the executor's own
+//! core (the waking host thread still holds the other), where one of the two
+//! then runs every part while the other core idles: so a helper that finds
+//! itself on the executor's core (`current_cpu`) leaves the job alone and
+//! sleeps again.
+//!
 //! Waits: a host thread waiting for a stream polls the interrupt check
 //! ([`set_interrupt_check`]) every [`INTERRUPT_POLL`], so Ctrl-C reaches a
 //! program blocked on a long kernel. A blocking copy borrows its host buffer
@@ -34,7 +45,7 @@
 //! has completed ticket `t` when its first `t` tasks have run.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -56,9 +67,14 @@ pub(crate) const PRIORITY_LEAST: i32 = 0;
 /// The highest stream priority.
 pub(crate) const PRIORITY_GREATEST: i32 = -2;
 /// How long a thread about to sleep (the executor waiting for work, a host
-/// thread waiting for a stream) first spins: a short wait is much cheaper than
-/// the two thread wake-ups a sleep costs (about 25 us each on a small VM).
+/// thread waiting for a stream of a device without helpers) first spins: a
+/// short wait is much cheaper than the two thread wake-ups a sleep costs
+/// (about 25 us each on a small VM). With helpers, a waiting host thread spins
+/// for [`HOST_HELP`] instead, ready to run parts.
 const SPIN: Duration = Duration::from_micros(50);
+/// How long a waiting host thread stays ready to run parts of parallel
+/// launches after it starts waiting or last ran one (see the module docs).
+const HOST_HELP: Duration = Duration::from_millis(1);
 /// How often the watchdog's epoch advances.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// How often a waiting host thread runs the interrupt check.
@@ -320,6 +336,12 @@ struct Team {
     board: Mutex<Board>,
     /// A lock-free mirror of `board.generation` that idle helpers spin on.
     generation: AtomicU64,
+    /// Host threads waiting on the device that are ready to run parts now.
+    ready_hosts: AtomicU32,
+    /// The core the executor ran on when it last posted a job (-1: unknown).
+    executor_cpu: AtomicI32,
+    /// Parts of parallel launches that waiting host threads have run.
+    host_parts: AtomicU64,
     start: Condvar,
     finished: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -393,6 +415,9 @@ impl DeviceShared {
                 shutdown: false,
             }),
             generation: AtomicU64::new(0),
+            ready_hosts: AtomicU32::new(0),
+            executor_cpu: AtomicI32::new(-1),
+            host_parts: AtomicU64::new(0),
             start: Condvar::new(),
             finished: Condvar::new(),
             threads: Mutex::new(Vec::new()),
@@ -574,7 +599,8 @@ impl DeviceShared {
             Some(t) => t,
             None => s.stream(self.index, id)?.enqueued,
         };
-        if s.stream(self.index, id)?.completed < target {
+        // With helpers, block_until spins while it helps (help_while_waiting).
+        if s.stream(self.index, id)?.completed < target && self.team.execs.is_empty() {
             s = self.spin(s, &self.finished);
         }
         let mut interruptible = true;
@@ -639,6 +665,7 @@ impl DeviceShared {
     ) -> Result<MutexGuard<'a, Sched>> {
         s.host_waiters += 1;
         let mut next_poll = Instant::now() + INTERRUPT_POLL;
+        let mut help_until = Instant::now() + HOST_HELP;
         let outcome = loop {
             let now = Instant::now();
             let poll = now >= next_poll;
@@ -649,6 +676,12 @@ impl DeviceShared {
                 Ok(true) => break Ok(()),
                 Ok(false) => {}
                 Err(()) => break Err(Error::Interrupted { device: self.index, what }),
+            }
+            if !self.team.execs.is_empty() && now < help_until && now < next_poll {
+                drop(s);
+                self.help_while_waiting(&mut help_until, next_poll);
+                s = lock(&self.sched);
+                continue;
             }
             s = self.done.wait_timeout(s, INTERRUPT_POLL).unwrap_or_else(|e| e.into_inner()).0;
         };
@@ -944,18 +977,91 @@ impl DeviceShared {
 
     // ---- parallel launches -----------------------------------------------
 
+    /// A waiting host thread's turn as a ready worker: spins until a task
+    /// finishes (its caller then rechecks what it waits for), `until` has
+    /// passed (pushed back each time it runs a part) or `poll` is due, running
+    /// the parts of each parallel launch posted meanwhile, or running now.
+    fn help_while_waiting(&self, until: &mut Instant, poll: Instant) {
+        let team = &self.team;
+        let finished = self.finished.load(Ordering::Acquire);
+        // Zero is no generation: a launch already running gets a look too.
+        let mut seen = 0;
+        team.ready_hosts.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let generation = team.generation.load(Ordering::SeqCst);
+            if generation != seen {
+                seen = generation;
+                if self.help_with_job() {
+                    *until = Instant::now() + HOST_HELP;
+                }
+                continue;
+            }
+            if self.finished.load(Ordering::Acquire) != finished {
+                break;
+            }
+            let now = Instant::now();
+            if now >= *until || now >= poll {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        team.ready_hosts.fetch_sub(1, Ordering::SeqCst);
+        // A launch posted while the executor counted this thread as ready
+        // (and so woke one helper fewer) gets its parts claimed here.
+        if team.generation.load(Ordering::SeqCst) != seen {
+            self.help_with_job();
+        }
+    }
+
+    /// Runs parts of the posted parallel launch, if it has parts left, with
+    /// the instance of a helper that is not running; whether it ran any.
+    /// Only the engine's kernels, which do not recurse: a host thread's native
+    /// stack may be smaller than the workers' 8 MiB, and a user kernel may
+    /// recurse as deep as wasmtime allows.
+    fn help_with_job(&self) -> bool {
+        let Some(job) = lock(&self.team.board).job.clone() else {
+            return false;
+        };
+        if job.module.id != crate::ENGINE_MODULE {
+            return false;
+        }
+        for (i, exec) in self.team.execs.iter().enumerate() {
+            if job.next.load(Ordering::Acquire) >= job.parts {
+                return false;
+            }
+            if let Ok(mut exec) = exec.try_lock() {
+                let ran = self.run_parts(&job, &mut exec.instances[job.module.id as usize], i as u32 + 1);
+                self.team.host_parts.fetch_add(u64::from(ran), Ordering::Relaxed);
+                return ran > 0;
+            }
+        }
+        false
+    }
+
+    /// Parts of parallel launches that host threads ran while waiting.
+    pub(crate) fn host_parts(&self) -> u64 {
+        self.team.host_parts.load(Ordering::Relaxed)
+    }
+
     /// Runs a parallel launch: posts it to the helpers, claims and runs parts
     /// here too, and waits until every part has run. The lowest part's error
     /// wins, so the report does not depend on timing.
     fn launch_parallel(&self, job: Arc<Job>) -> Result<()> {
         let team = &self.team;
         if !team.execs.is_empty() {
+            team.executor_cpu.store(current_cpu(), Ordering::Relaxed);
             let mut b = lock(&team.board);
             b.job = Some(Arc::clone(&job));
             b.generation += 1;
-            team.generation.store(b.generation, Ordering::Release);
-            if b.helpers_sleeping > 0 {
-                team.start.notify_all();
+            team.generation.store(b.generation, Ordering::SeqCst);
+            // Helpers awake (spinning) and waiting host threads (for the
+            // engine's launches: help_with_job) claim parts without a wake-up;
+            // wake sleepers only for the parts left over.
+            let helpers = team.execs.len() as u32;
+            let hosts = if job.module.id == crate::ENGINE_MODULE { team.ready_hosts.load(Ordering::SeqCst) } else { 0 };
+            let ready = helpers - b.helpers_sleeping + hosts;
+            for _ in 0..helpers.saturating_sub(ready).min(b.helpers_sleeping) {
+                team.start.notify_one();
             }
         }
         self.run_parts(&job, &mut lock(&job.module.instance), 0);
@@ -973,13 +1079,15 @@ impl DeviceShared {
     }
 
     /// Claims and runs parts of `job` on `instance` (worker `worker`'s, whose
-    /// stack slice it resets after a trap) until none is left.
-    fn run_parts(&self, job: &Job, instance: &mut WorkerInstance, worker: u32) {
+    /// stack slice it resets after a trap) until none is left; how many it ran.
+    fn run_parts(&self, job: &Job, instance: &mut WorkerInstance, worker: u32) -> u32 {
+        let mut ran = 0;
         loop {
             let part = job.next.fetch_add(1, Ordering::AcqRel);
             if part >= job.parts {
-                return;
+                return ran;
             }
+            ran += 1;
             let args = job.args(part);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 self.call(instance, &job.module, job.kernel, &args, job.op.as_deref(), worker)
@@ -1002,8 +1110,12 @@ impl DeviceShared {
     fn help(self: Arc<Self>, worker: u32) {
         let team = &self.team;
         let mut seen = 0;
+        let mut spin = true;
         loop {
-            spin_until(|| team.generation.load(Ordering::Acquire) != seen);
+            if spin {
+                spin_until(|| team.generation.load(Ordering::Acquire) != seen);
+            }
+            spin = true;
             let job = {
                 let mut b = lock(&team.board);
                 loop {
@@ -1020,11 +1132,29 @@ impl DeviceShared {
                 }
             };
             if let Some(job) = job {
+                // Woken onto the executor's core, this thread would only take
+                // turns with it: leave the parts to the executor and to
+                // waiting host threads (which may borrow this instance), and
+                // go back to sleep without spinning there.
+                let cpu = current_cpu();
+                if cpu >= 0 && cpu == team.executor_cpu.load(Ordering::Relaxed) {
+                    spin = false;
+                    continue;
+                }
                 let mut exec = lock(&team.execs[worker as usize - 1]);
                 self.run_parts(&job, &mut exec.instances[job.module.id as usize], worker);
             }
         }
     }
+}
+
+/// The core the calling thread runs on, where the platform says (Linux); -1 elsewhere.
+fn current_cpu() -> i32 {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's state.
+    return unsafe { libc::sched_getcpu() };
+    #[cfg(not(target_os = "linux"))]
+    return -1;
 }
 
 /// Replaces the queued task with sequence number `seq` by a no-op; false if

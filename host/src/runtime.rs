@@ -183,6 +183,12 @@ impl Runtime {
         Ok((dev.parallel_launches.load(Ordering::Relaxed), dev.single_launches.load(Ordering::Relaxed)))
     }
 
+    /// How many parts of a device's parallel launches host threads ran while
+    /// they waited on it (see `device.rs`: a waiting thread lends a hand).
+    pub fn host_parts(&self, device: DeviceIndex) -> Result<u64> {
+        Ok(self.inner.device(device)?.host_parts())
+    }
+
     /// Loads the text or binary wasm `wasm` onto a device; returns its module id.
     /// Compiles once per runtime for the same bytes.
     pub(crate) fn load(&self, device: DeviceIndex, name: &str, wasm: &[u8]) -> Result<u32> {

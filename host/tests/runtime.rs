@@ -1319,3 +1319,42 @@ fn a_trap_on_one_worker_fails_the_launch_and_every_worker_stays_usable() {
     let err = launch(&rt, s, "fill_f32", &[Ptr(out), I32(1), KernelArg::WorkerCount]).unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
 }
+
+/// `busy(n)` counts down from n: a launch that keeps the executor busy for a while.
+const BUSY_WAT: &str = r#"(module
+  (import "env" "memory" (memory 1))
+  (func (export "busy") (param $n i32)
+    (loop $l (local.set $n (i32.sub (local.get $n) (i32.const 1))) (br_if $l (i32.gt_s (local.get $n) (i32.const 0))))))"#;
+
+#[test]
+fn a_host_thread_waiting_on_the_device_runs_parts_of_engine_launches() {
+    let rt = workers_runtime(2);
+    let s = rt.default_stream(0).unwrap();
+    rt.load_module(0, "busy", BUSY_WAT.as_bytes()).unwrap();
+    const N: usize = 4 << 20;
+    let x: Vec<f32> = (0..N).map(|i| (i % 1000) as f32 * 0.5).collect();
+    let src = upload(&rt, s, &x);
+    let dst = rt.allocate(0, N as u64 * 4, s).unwrap();
+    let block = Elementwise::new(OP_ADD, COMPUTE_F32, 3, &[N as i64])
+        .operand(0, dst, Elementwise::F32, &[4])
+        .operand(1, src, Elementwise::F32, &[4])
+        .scalar(2, 1.5)
+        .arg(0, 1.0);
+    let before = rt.host_parts(0).unwrap();
+    // While `busy` runs, this thread is already waiting (and ready) when the
+    // add is posted, and claims the part the executor has not: unless it is
+    // off its core until the executor is done with its own part and takes
+    // that one too. Which thread wins is up to the scheduler, so rounds go
+    // on until this thread has run a part (the first, nearly always).
+    let mut rounds = 0;
+    while rt.host_parts(0).unwrap() == before {
+        rounds += 1;
+        assert!(rounds <= 200, "the waiting thread ran no part in 200 launches");
+        launch(&rt, s, "busy", &[I32(2_000)]).unwrap();
+        let args = [KernelArg::Params(block.0.clone()), KernelArg::WorkerIndex, KernelArg::WorkerCount];
+        rt.launch(s, engine(&rt, 0), &args).unwrap();
+        rt.synchronize_stream(s).unwrap();
+        let y = download(&rt, s, dst, N);
+        assert!(y.iter().zip(&x).all(|(y, x)| *y == x + 1.5), "round {rounds}");
+    }
+}
