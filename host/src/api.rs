@@ -396,7 +396,11 @@ impl EventsApi for Runtime {
     }
 
     fn synchronize_event(&self, event: EventId) -> Result<()> {
-        self.inner.event(event)?.synchronize()
+        let event = self.inner.event(event)?;
+        if let Some(dev) = event.device().and_then(|d| self.inner.device(d).ok()) {
+            dev.help_until(|| event.query());
+        }
+        event.synchronize()
     }
 
     fn elapsed_time(&self, start: EventId, end: EventId) -> Result<f32> {

@@ -1013,6 +1013,19 @@ impl DeviceShared {
         }
     }
 
+    /// What a thread about to wait for `done` (an event) does first on a
+    /// device with helpers: helps for up to [`HOST_HELP`], as block_until does.
+    pub(crate) fn help_until(&self, done: impl Fn() -> bool) {
+        if self.team.execs.is_empty() {
+            return;
+        }
+        let mut until = Instant::now() + HOST_HELP;
+        let poll = Instant::now() + INTERRUPT_POLL;
+        while !done() && Instant::now() < until {
+            self.help_while_waiting(&mut until, poll);
+        }
+    }
+
     /// Runs parts of the posted parallel launch, if it has parts left, with
     /// the instance of a helper that is not running; whether it ran any.
     /// Only the engine's kernels, which do not recurse: a host thread's native

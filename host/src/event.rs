@@ -91,6 +91,11 @@ impl EventInner {
         !s.pending.contains(&s.recorded)
     }
 
+    /// The device of the most recent record, if it was recorded.
+    pub(crate) fn device(&self) -> Option<u32> {
+        lock(&self.state).device
+    }
+
     /// Waits for the most recent record; gives up if the waiting thread is
     /// interrupted (`device::set_interrupt_check`).
     pub(crate) fn synchronize(&self) -> Result<()> {

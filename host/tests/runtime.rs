@@ -1340,21 +1340,31 @@ fn a_host_thread_waiting_on_the_device_runs_parts_of_engine_launches() {
         .operand(1, src, Elementwise::F32, &[4])
         .scalar(2, 1.5)
         .arg(0, 1.0);
-    let before = rt.host_parts(0).unwrap();
+    let done = rt.create_event(false);
     // While `busy` runs, this thread is already waiting (and ready) when the
     // add is posted, and claims the part the executor has not: unless it is
     // off its core until the executor is done with its own part and takes
     // that one too. Which thread wins is up to the scheduler, so rounds go
-    // on until this thread has run a part (the first, nearly always).
-    let mut rounds = 0;
-    while rt.host_parts(0).unwrap() == before {
-        rounds += 1;
-        assert!(rounds <= 200, "the waiting thread ran no part in 200 launches");
-        launch(&rt, s, "busy", &[I32(2_000)]).unwrap();
-        let args = [KernelArg::Params(block.0.clone()), KernelArg::WorkerIndex, KernelArg::WorkerCount];
-        rt.launch(s, engine(&rt, 0), &args).unwrap();
-        rt.synchronize_stream(s).unwrap();
-        let y = download(&rt, s, dst, N);
-        assert!(y.iter().zip(&x).all(|(y, x)| *y == x + 1.5), "round {rounds}");
+    // on until this thread has run a part (the first, nearly always). Each
+    // wait helps: a stream's, then an event's.
+    for by_event in [false, true] {
+        let before = rt.host_parts(0).unwrap();
+        let mut rounds = 0;
+        while rt.host_parts(0).unwrap() == before {
+            rounds += 1;
+            assert!(rounds <= 200, "the waiting thread ran no part in 200 launches (event: {by_event})");
+            rt.copy_to_device(s, dst, &[0; 16]).unwrap();
+            launch(&rt, s, "busy", &[I32(2_000)]).unwrap();
+            let args = [KernelArg::Params(block.0.clone()), KernelArg::WorkerIndex, KernelArg::WorkerCount];
+            rt.launch(s, engine(&rt, 0), &args).unwrap();
+            if by_event {
+                rt.record_event(done, s).unwrap();
+                rt.synchronize_event(done).unwrap();
+            } else {
+                rt.synchronize_stream(s).unwrap();
+            }
+            let y = download(&rt, s, dst, N);
+            assert!(y.iter().zip(&x).all(|(y, x)| *y == x + 1.5), "round {rounds}");
+        }
     }
 }
