@@ -338,6 +338,8 @@ struct Team {
     generation: AtomicU64,
     /// Host threads waiting on the device that are ready to run parts now.
     ready_hosts: AtomicU32,
+    /// A lock-free mirror of `board.helpers_sleeping`.
+    sleeping: AtomicU32,
     /// The core the executor ran on when it last posted a job (-1: unknown).
     executor_cpu: AtomicI32,
     /// Parts of parallel launches that waiting host threads have run.
@@ -416,6 +418,7 @@ impl DeviceShared {
             }),
             generation: AtomicU64::new(0),
             ready_hosts: AtomicU32::new(0),
+            sleeping: AtomicU32::new(0),
             executor_cpu: AtomicI32::new(-1),
             host_parts: AtomicU64::new(0),
             start: Condvar::new(),
@@ -679,9 +682,15 @@ impl DeviceShared {
             }
             if !self.team.execs.is_empty() && now < help_until && now < next_poll {
                 drop(s);
-                self.help_while_waiting(&mut help_until, next_poll);
+                let useful = self.help_while_waiting(&mut help_until, next_poll);
                 s = lock(&self.sched);
-                continue;
+                if useful {
+                    continue;
+                }
+                // Every helper is awake: sleep until a task finishes, then look again.
+                if matches!(ready(&mut s, false), Ok(true)) {
+                    continue;
+                }
             }
             s = self.done.wait_timeout(s, INTERRUPT_POLL).unwrap_or_else(|e| e.into_inner()).0;
         };
@@ -981,11 +990,15 @@ impl DeviceShared {
     /// finishes (its caller then rechecks what it waits for), `until` has
     /// passed (pushed back each time it runs a part) or `poll` is due, running
     /// the parts of each parallel launch posted meanwhile, or running now.
-    fn help_while_waiting(&self, until: &mut Instant, poll: Instant) {
+    /// Returns false, early, when every helper is awake: they claim the parts
+    /// then, and a thread spinning beside them only takes their cores; the
+    /// caller sleeps until a task finishes instead.
+    fn help_while_waiting(&self, until: &mut Instant, poll: Instant) -> bool {
         let team = &self.team;
         let finished = self.finished.load(Ordering::Acquire);
         // Zero is no generation: a launch already running gets a look too.
         let mut seen = 0;
+        let mut useful = true;
         team.ready_hosts.fetch_add(1, Ordering::SeqCst);
         loop {
             let generation = team.generation.load(Ordering::SeqCst);
@@ -1003,6 +1016,10 @@ impl DeviceShared {
             if now >= *until || now >= poll {
                 break;
             }
+            if team.sleeping.load(Ordering::Relaxed) == 0 {
+                useful = false;
+                break;
+            }
             std::hint::spin_loop();
         }
         team.ready_hosts.fetch_sub(1, Ordering::SeqCst);
@@ -1011,6 +1028,7 @@ impl DeviceShared {
         if team.generation.load(Ordering::SeqCst) != seen {
             self.help_with_job();
         }
+        useful
     }
 
     /// What a thread about to wait for `done` (an event) does first on a
@@ -1021,9 +1039,7 @@ impl DeviceShared {
         }
         let mut until = Instant::now() + HOST_HELP;
         let poll = Instant::now() + INTERRUPT_POLL;
-        while !done() && Instant::now() < until {
-            self.help_while_waiting(&mut until, poll);
-        }
+        while !done() && Instant::now() < until && self.help_while_waiting(&mut until, poll) {}
     }
 
     /// Runs parts of the posted parallel launch, if it has parts left, with
@@ -1140,8 +1156,10 @@ impl DeviceShared {
                         break b.job.clone();
                     }
                     b.helpers_sleeping += 1;
+                    team.sleeping.store(b.helpers_sleeping, Ordering::Relaxed);
                     b = team.start.wait(b).unwrap_or_else(|e| e.into_inner());
                     b.helpers_sleeping -= 1;
+                    team.sleeping.store(b.helpers_sleeping, Ordering::Relaxed);
                 }
             };
             if let Some(job) = job {
