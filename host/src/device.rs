@@ -30,7 +30,8 @@
 //! core (the waking host thread still holds the other), where one of the two
 //! then runs every part while the other core idles: so a helper that finds
 //! itself on the executor's core (`current_cpu`) leaves the job alone and
-//! sleeps again.
+//! sleeps again, and a waiting host thread there, or with every helper
+//! awake, sleeps instead of spinning.
 //!
 //! Waits: a host thread waiting for a stream polls the interrupt check
 //! ([`set_interrupt_check`]) every [`INTERRUPT_POLL`], so Ctrl-C reaches a
@@ -340,7 +341,7 @@ struct Team {
     ready_hosts: AtomicU32,
     /// A lock-free mirror of `board.helpers_sleeping`.
     sleeping: AtomicU32,
-    /// The core the executor ran on when it last posted a job (-1: unknown).
+    /// The core the executor ran its latest task on (-1: unknown).
     executor_cpu: AtomicI32,
     /// Parts of parallel launches that waiting host threads have run.
     host_parts: AtomicU64,
@@ -850,6 +851,9 @@ impl DeviceShared {
     }
 
     fn execute(&self, task: Task) -> Result<()> {
+        if !self.team.execs.is_empty() {
+            self.team.executor_cpu.store(current_cpu(), Ordering::Relaxed);
+        }
         match task {
             Task::Launch { module, kernel, args, params, op, worker_args } => {
                 let _exec = lock(&self.exec);
@@ -990,9 +994,10 @@ impl DeviceShared {
     /// finishes (its caller then rechecks what it waits for), `until` has
     /// passed (pushed back each time it runs a part) or `poll` is due, running
     /// the parts of each parallel launch posted meanwhile, or running now.
-    /// Returns false, early, when every helper is awake: they claim the parts
-    /// then, and a thread spinning beside them only takes their cores; the
-    /// caller sleeps until a task finishes instead.
+    /// Returns false, early, when every helper is awake (they claim the parts
+    /// then) or this thread runs on the executor's core: spinning there only
+    /// takes a core from threads that run parts, so the caller sleeps until a
+    /// task finishes instead.
     fn help_while_waiting(&self, until: &mut Instant, poll: Instant) -> bool {
         let team = &self.team;
         let finished = self.finished.load(Ordering::Acquire);
@@ -1016,7 +1021,9 @@ impl DeviceShared {
             if now >= *until || now >= poll {
                 break;
             }
-            if team.sleeping.load(Ordering::Relaxed) == 0 {
+            // Every helper awake, or this thread on the executor's core: it
+            // would only take turns with threads that run parts.
+            if team.sleeping.load(Ordering::Relaxed) == 0 || on_executor_core(team) {
                 useful = false;
                 break;
             }
@@ -1078,7 +1085,6 @@ impl DeviceShared {
     fn launch_parallel(&self, job: Arc<Job>) -> Result<()> {
         let team = &self.team;
         if !team.execs.is_empty() {
-            team.executor_cpu.store(current_cpu(), Ordering::Relaxed);
             let mut b = lock(&team.board);
             b.job = Some(Arc::clone(&job));
             b.generation += 1;
@@ -1167,8 +1173,7 @@ impl DeviceShared {
                 // turns with it: leave the parts to the executor and to
                 // waiting host threads (which may borrow this instance), and
                 // go back to sleep without spinning there.
-                let cpu = current_cpu();
-                if cpu >= 0 && cpu == team.executor_cpu.load(Ordering::Relaxed) {
+                if on_executor_core(team) {
                     spin = false;
                     continue;
                 }
@@ -1177,6 +1182,12 @@ impl DeviceShared {
             }
         }
     }
+}
+
+/// Whether the calling thread shares the executor's core (as far as known).
+fn on_executor_core(team: &Team) -> bool {
+    let cpu = current_cpu();
+    cpu >= 0 && cpu == team.executor_cpu.load(Ordering::Relaxed)
 }
 
 /// The core the calling thread runs on, where the platform says (Linux); -1 elsewhere.
