@@ -688,7 +688,8 @@ impl DeviceShared {
                 if useful {
                     continue;
                 }
-                // Every helper is awake: sleep until a task finishes, then look again.
+                // Every helper awake, or this thread on the executor's core:
+                // sleep until a task finishes, then look again.
                 if matches!(ready(&mut s, false), Ok(true)) {
                     continue;
                 }
