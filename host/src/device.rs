@@ -31,7 +31,8 @@
 //! then runs every part while the other core idles: so a helper that finds
 //! itself on the executor's core (`current_cpu`) leaves the job alone and
 //! sleeps again, and a waiting host thread there, or with every helper
-//! awake, sleeps instead of spinning.
+//! awake, sleeps instead of spinning (and yields its core while the executor,
+//! woken for its work, has not run yet).
 //!
 //! Waits: a host thread waiting for a stream polls the interrupt check
 //! ([`set_interrupt_check`]) every [`INTERRUPT_POLL`], so Ctrl-C reaches a
@@ -365,6 +366,9 @@ pub(crate) struct DeviceShared {
     /// `sched` that spinning threads watch for change.
     queued: AtomicU64,
     finished: AtomicU64,
+    /// Whether the executor sleeps for want of work (or has been woken and
+    /// not yet run): a lock-free mirror of `sched.executor_waiting`.
+    executor_asleep: std::sync::atomic::AtomicBool,
     /// How many streams exist (ids below it are valid; streams are never
     /// destroyed): checks that need no other stream state skip `sched`.
     streams: AtomicU32,
@@ -445,6 +449,7 @@ impl DeviceShared {
             }),
             queued: AtomicU64::new(0),
             finished: AtomicU64::new(0),
+            executor_asleep: std::sync::atomic::AtomicBool::new(false),
             streams: AtomicU32::new(1),
             parallel_launches: AtomicU64::new(0),
             single_launches: AtomicU64::new(0),
@@ -774,7 +779,9 @@ impl DeviceShared {
                         continue;
                     }
                     s.executor_waiting = true;
+                    self.executor_asleep.store(true, Ordering::Relaxed);
                     s = self.work.wait(s).unwrap_or_else(|e| e.into_inner());
+                    self.executor_asleep.store(false, Ordering::Relaxed);
                     s.executor_waiting = false;
                 }
             };
@@ -1021,6 +1028,12 @@ impl DeviceShared {
             let now = Instant::now();
             if now >= *until || now >= poll {
                 break;
+            }
+            if self.executor_asleep.load(Ordering::Relaxed) {
+                // Woken for the work this thread waits for, the executor may
+                // have been placed on this core: let it run first.
+                std::thread::yield_now();
+                continue;
             }
             // Every helper awake, or this thread on the executor's core: it
             // would only take turns with threads that run parts.
