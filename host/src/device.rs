@@ -342,7 +342,7 @@ struct Team {
     ready_hosts: AtomicU32,
     /// A lock-free mirror of `board.helpers_sleeping`.
     sleeping: AtomicU32,
-    /// The core the executor ran its latest task on (-1: unknown).
+    /// The executor's core when it last woke or posted a job (-1: unknown).
     executor_cpu: AtomicI32,
     /// Parts of parallel launches that waiting host threads have run.
     host_parts: AtomicU64,
@@ -782,6 +782,9 @@ impl DeviceShared {
                     self.executor_asleep.store(true, Ordering::Relaxed);
                     s = self.work.wait(s).unwrap_or_else(|e| e.into_inner());
                     self.executor_asleep.store(false, Ordering::Relaxed);
+                    if !self.team.execs.is_empty() {
+                        self.team.executor_cpu.store(current_cpu(), Ordering::Relaxed);
+                    }
                     s.executor_waiting = false;
                 }
             };
@@ -859,9 +862,6 @@ impl DeviceShared {
     }
 
     fn execute(&self, task: Task) -> Result<()> {
-        if !self.team.execs.is_empty() {
-            self.team.executor_cpu.store(current_cpu(), Ordering::Relaxed);
-        }
         match task {
             Task::Launch { module, kernel, args, params, op, worker_args } => {
                 let _exec = lock(&self.exec);
@@ -1099,6 +1099,7 @@ impl DeviceShared {
     fn launch_parallel(&self, job: Arc<Job>) -> Result<()> {
         let team = &self.team;
         if !team.execs.is_empty() {
+            team.executor_cpu.store(current_cpu(), Ordering::Relaxed);
             let mut b = lock(&team.board);
             b.job = Some(Arc::clone(&job));
             b.generation += 1;
