@@ -47,7 +47,7 @@
 //! has completed ticket `t` when its first `t` tasks have run.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -181,7 +181,6 @@ struct StreamQueue {
 struct Sched {
     streams: Vec<StreamQueue>,
     next_seq: u64,
-    executor_waiting: bool,
     host_waiters: u32,
     shutdown: bool,
 }
@@ -326,7 +325,6 @@ struct Board {
     job: Option<Arc<Job>>,
     /// Bumped for each posted job; a helper runs each generation once.
     generation: u64,
-    helpers_sleeping: u32,
     executor_sleeping: bool,
     shutdown: bool,
 }
@@ -340,7 +338,9 @@ struct Team {
     generation: AtomicU64,
     /// Host threads waiting on the device that are ready to run parts now.
     ready_hosts: AtomicU32,
-    /// A lock-free mirror of `board.helpers_sleeping`.
+    /// Helpers asleep waiting for a job: changed with `board` held (so the
+    /// executor posting a job knows whom to wake), read by waiting host
+    /// threads without it.
     sleeping: AtomicU32,
     /// The executor's core when it last woke or posted a job (-1: unknown).
     executor_cpu: AtomicI32,
@@ -367,8 +367,9 @@ pub(crate) struct DeviceShared {
     queued: AtomicU64,
     finished: AtomicU64,
     /// Whether the executor sleeps for want of work (or has been woken and
-    /// not yet run): a lock-free mirror of `sched.executor_waiting`.
-    executor_asleep: std::sync::atomic::AtomicBool,
+    /// not yet run). Written with `sched` held, so enqueuers that hold it
+    /// know whether to notify `work`; waiting host threads read it without.
+    executor_asleep: AtomicBool,
     /// How many streams exist (ids below it are valid; streams are never
     /// destroyed): checks that need no other stream state skip `sched`.
     streams: AtomicU32,
@@ -414,13 +415,7 @@ impl DeviceShared {
         let view = unsafe { MemoryView::new(memory.data().as_ptr() as *mut u8, memory.data_size() as u64, index) };
         let team = Team {
             execs: (1..workers).map(|_| Mutex::new(WorkerExec { instances: Vec::new() })).collect(),
-            board: Mutex::new(Board {
-                job: None,
-                generation: 0,
-                helpers_sleeping: 0,
-                executor_sleeping: false,
-                shutdown: false,
-            }),
+            board: Mutex::new(Board { job: None, generation: 0, executor_sleeping: false, shutdown: false }),
             generation: AtomicU64::new(0),
             ready_hosts: AtomicU32::new(0),
             sleeping: AtomicU32::new(0),
@@ -440,16 +435,10 @@ impl DeviceShared {
             workers,
             view,
             timeout: config.kernel_timeout,
-            sched: Mutex::new(Sched {
-                streams: vec![default_stream],
-                next_seq: 0,
-                executor_waiting: false,
-                host_waiters: 0,
-                shutdown: false,
-            }),
+            sched: Mutex::new(Sched { streams: vec![default_stream], next_seq: 0, host_waiters: 0, shutdown: false }),
             queued: AtomicU64::new(0),
             finished: AtomicU64::new(0),
-            executor_asleep: std::sync::atomic::AtomicBool::new(false),
+            executor_asleep: AtomicBool::new(false),
             streams: AtomicU32::new(1),
             parallel_launches: AtomicU64::new(0),
             single_launches: AtomicU64::new(0),
@@ -564,7 +553,7 @@ impl DeviceShared {
         let ticket = stream.enqueued;
         s.next_seq += 1;
         self.queued.fetch_add(1, Ordering::Release);
-        if s.executor_waiting {
+        if self.executor_asleep.load(Ordering::Relaxed) {
             self.work.notify_one();
         }
         Ok((ticket, seq))
@@ -778,14 +767,12 @@ impl DeviceShared {
                     if s.pick().is_some() || s.shutdown {
                         continue;
                     }
-                    s.executor_waiting = true;
                     self.executor_asleep.store(true, Ordering::Relaxed);
                     s = self.work.wait(s).unwrap_or_else(|e| e.into_inner());
                     self.executor_asleep.store(false, Ordering::Relaxed);
                     if !self.team.execs.is_empty() {
                         self.team.executor_cpu.store(current_cpu(), Ordering::Relaxed);
                     }
-                    s.executor_waiting = false;
                 }
             };
             let (result, record) = match task {
@@ -1109,8 +1096,9 @@ impl DeviceShared {
             // wake sleepers only for the parts left over.
             let helpers = team.execs.len() as u32;
             let hosts = if job.module.id == crate::ENGINE_MODULE { team.ready_hosts.load(Ordering::SeqCst) } else { 0 };
-            let ready = helpers - b.helpers_sleeping + hosts;
-            for _ in 0..helpers.saturating_sub(ready).min(b.helpers_sleeping) {
+            let sleeping = team.sleeping.load(Ordering::Relaxed);
+            let ready = helpers - sleeping + hosts;
+            for _ in 0..helpers.saturating_sub(ready).min(sleeping) {
                 team.start.notify_one();
             }
         }
@@ -1176,11 +1164,9 @@ impl DeviceShared {
                         seen = b.generation;
                         break b.job.clone();
                     }
-                    b.helpers_sleeping += 1;
-                    team.sleeping.store(b.helpers_sleeping, Ordering::Relaxed);
+                    team.sleeping.fetch_add(1, Ordering::Relaxed);
                     b = team.start.wait(b).unwrap_or_else(|e| e.into_inner());
-                    b.helpers_sleeping -= 1;
-                    team.sleeping.store(b.helpers_sleeping, Ordering::Relaxed);
+                    team.sleeping.fetch_sub(1, Ordering::Relaxed);
                 }
             };
             if let Some(job) = job {
