@@ -22,6 +22,11 @@
  */
 #include "dtype.h"
 
+/* Every function here may use relaxed SIMD (fma_f32 below); the runtime
+ * compiles it in wasmtime's deterministic mode, so it has one result on every
+ * host. clang does not contract a * b + c into it on its own. */
+#pragma clang attribute push(__attribute__((target("relaxed-simd"))), apply_to = function)
+
 /* ---- exact remainder (C's fmod) ---- */
 
 /*
@@ -137,14 +142,16 @@ OR_DEFINE_REMAINDER(remainder_f64, double, fmod_f64)
 
 /*
  * a * b + c as PyTorch's vectorized CPU kernels compute it for add with alpha,
- * lerp and addcmul (a fused multiply-add): for float32, the product is exact
- * in double and the sum rounds once to double, then to float (equal to a true
- * FMA except in rare double-rounding ties); wasm has no scalar FMA, and
- * relaxed SIMD's may or may not fuse depending on the host. For float64,
- * unfused.
+ * lerp and addcmul: for float32 (and float16/bfloat16, computed in float32)
+ * a fused multiply-add, rounded once. Wasm has no scalar FMA; relaxed SIMD's
+ * multiply-add, which the runtime compiles in wasmtime's deterministic mode,
+ * is fused on every host (one x86 or ARM instruction, or a library call on a
+ * CPU without FMA), so each lane's result is the correctly rounded one and
+ * the same everywhere, in every loop that computes it. For float64, unfused.
  */
 ALWAYS_INLINE float fma_f32(float a, float b, float c) {
-  return (float)((double)a * (double)b + (double)c);
+  const v128_t r = wasm_f32x4_relaxed_madd(wasm_f32x4_splat(a), wasm_f32x4_splat(b), wasm_f32x4_splat(c));
+  return wasm_f32x4_extract_lane(r, 0);
 }
 
 ALWAYS_INLINE double fma_f64(double a, double b, double c) {
@@ -1017,26 +1024,16 @@ static void walk(const or_elementwise *p, or_row row, or_row spread, char **base
 /* ---- float32 fused multiply-adds, four lanes at a time ----
  *
  * ADD with an alpha other than +-1, ADDCMUL and LERP_SCALAR (the optimizers'
- * updates) are one fma_f32 per element: the product and sum in double,
- * rounded to float once. clang leaves those conversions to scalar code (each
- * lane copied out, converted and copied back), 6x slower than an add; these
- * row loops convert two lanes at a time with SIMD promote and demote. The
- * same operations in the same order: bit-identical to fma_f32, which the
- * strided and converting loops still use. Each step reads its inputs before
- * writing its outputs, so an output that is an input is fine.
+ * updates) are one fma_f32 per element; clang does not vectorize the
+ * splats and lane extraction of fma_f32, so these row loops run the
+ * multiply-add four lanes at a time (unrolled four times: the loop header's
+ * epoch check costs as much as a step): the same fused operation, so
+ * bit-identical to fma_f32, which their odd ends and the strided and
+ * converting loops use. Each step reads its inputs before writing its
+ * outputs, so an output that is an input is fine.
  */
-ALWAYS_INLINE v128_t fma2_f32(v128_t a, v128_t b, v128_t c) {
-  const v128_t sum = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b)),
-                                    wasm_f64x2_promote_low_f32x4(c));
-  return wasm_f32x4_demote_f64x2_zero(sum);
-}
-
-/* fma_f32(a, b, c) lane by lane. */
 ALWAYS_INLINE v128_t fma4_f32(v128_t a, v128_t b, v128_t c) {
-  const v128_t lo = fma2_f32(a, b, c);
-  const v128_t hi = fma2_f32(wasm_i32x4_shuffle(a, a, 2, 3, 2, 3), wasm_i32x4_shuffle(b, b, 2, 3, 2, 3),
-                             wasm_i32x4_shuffle(c, c, 2, 3, 2, 3));
-  return wasm_i32x4_shuffle(lo, hi, 0, 1, 4, 5);
+  return wasm_f32x4_relaxed_madd(a, b, c);
 }
 
 /* ADD: a + alpha * b = fma(b, alpha, a); alpha +-1 takes the plain loop's
@@ -1051,7 +1048,7 @@ static void fma_add_f32(char *const *ptr, const int64_t *st, int64_t n, const or
   const float *a = (const float *)ptr[1], *b = (const float *)ptr[2];
   const v128_t va = wasm_f32x4_splat(alpha);
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
+  _Pragma("clang loop unroll_count(4)") for (; j + 4 <= n; j += 4) {
     wasm_v128_store(out + j, fma4_f32(wasm_v128_load(b + j), va, wasm_v128_load(a + j)));
   }
   for (; j < n; j++) out[j] = fma_f32(b[j], alpha, a[j]);
@@ -1067,7 +1064,7 @@ static void fma_addcmul_f32(char *const *ptr, const int64_t *st, int64_t n, cons
   const float *a = (const float *)ptr[1], *b = (const float *)ptr[2], *c = (const float *)ptr[3];
   const v128_t vv = wasm_f32x4_splat(value);
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
+  _Pragma("clang loop unroll_count(4)") for (; j + 4 <= n; j += 4) {
     const v128_t t = wasm_f32x4_mul(vv, wasm_v128_load(b + j));
     wasm_v128_store(out + j, fma4_f32(t, wasm_v128_load(c + j), wasm_v128_load(a + j)));
   }
@@ -1087,7 +1084,7 @@ static void fma_lerp_f32(char *const *ptr, const int64_t *st, int64_t n, const o
   const float *base = near ? a : b;
   const v128_t vw = wasm_f32x4_splat(wk);
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
+  _Pragma("clang loop unroll_count(4)") for (; j + 4 <= n; j += 4) {
     const v128_t d = wasm_f32x4_sub(wasm_v128_load(b + j), wasm_v128_load(a + j));
     wasm_v128_store(out + j, fma4_f32(vw, d, wasm_v128_load(base + j)));
   }
@@ -1195,3 +1192,5 @@ EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worke
   const or_row row = !typed ? loops->generic : contiguous ? contig : strided;
   walk(p, row, typed && !contiguous && spreadable ? contig : 0, base, st, dt);
 }
+
+#pragma clang attribute pop

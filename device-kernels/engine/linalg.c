@@ -199,7 +199,7 @@ ALWAYS_INLINE void tile_store(void *p, v128_t v) {
 #define OR_GEMM_MADD2_F64(acc, s0, b, s1, d)                                                 \
   OR_GEMM_MADD_F64(acc, s0, b);                                                              \
   OR_GEMM_MADD_F64(acc, s1, d)
-/* The tile functions, the only users of relaxed SIMD in the engine. */
+/* The tile functions use relaxed SIMD (as do the elementwise engine's multiply-adds). */
 #define OR_GEMM_RELAXED __attribute__((target("relaxed-simd")))
 
 /* 16 bytes at any address (a sliver of 3 rows is not 16-byte aligned). */

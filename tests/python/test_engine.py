@@ -9,6 +9,7 @@ integer and bool results; within ``torch.testing``'s dtype tolerances for floats
 import subprocess
 import sys
 import warnings
+from fractions import Fraction
 
 import pytest
 import torch
@@ -592,7 +593,7 @@ def test_outputs_that_are_inputs_match_cpu(n, dtype):
 
 def test_vector_fused_multiply_adds_equal_the_element_loop():
     """add with alpha, addcmul and lerp with a scalar weight run a SIMD row loop for contiguous float32
-    (a double-precision FMA, two lanes at a time); strided operands take the element loop. Both
+    (fused multiply-adds four lanes at a time); strided operands take the element loop. Both
     compute the same operations, so the results are equal bit for bit, in place or not."""
     n = 4099  # a vector tail
     values = [_values((n,), torch.float32, seed) for seed in (50, 51, 52)]
@@ -619,6 +620,57 @@ def test_vector_fused_multiply_adds_equal_the_element_loop():
         fast, element = fn(*operands(1)), fn(*operands(2))
         assert torch.equal(fast.cpu(), element.cpu())
         torch.testing.assert_close(fast.cpu(), fn(*[v.clone() for v in values]))
+
+
+def _round_to_float32(q):
+    """The float32 nearest the rational q, ties to even (q in float32's normal range)."""
+    if q == 0:
+        return 0.0
+    sign, q = (-1 if q < 0 else 1), abs(q)
+    exponent = q.numerator.bit_length() - q.denominator.bit_length()
+    while Fraction(2) ** exponent > q:
+        exponent -= 1
+    while Fraction(2) ** (exponent + 1) <= q:
+        exponent += 1
+    ulp = Fraction(2) ** (exponent - 23)
+    return sign * float(round(q / ulp) * ulp)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_float32_multiply_adds_round_once(layout):
+    """add with alpha, addcmul and lerp compute a * b + c as one fused multiply-add, rounded once,
+    as torch's vectorized CPU kernels do. Computing it in double and rounding that to float rounds
+    twice: for a = 1 + 2^-18, b = 2^-24 (1 - 2^-18), c = 1 + 2^-23 the exact value lies just below
+    the midpoint between c and the next float, the double lands on the midpoint, and the tie then
+    rounds up. Checked against the exact value, correctly rounded, and against CPU."""
+    a, b, c = 1 + 2**-18, 2**-24 * (1 - 2**-18), 1 + 2**-23
+    n = 37  # vector steps and an odd end
+    stride = 1 if layout == "contiguous" else 3
+
+    def full(value):
+        return torch.full((n * stride,), value, device="openreg")[::stride]
+
+    want = _round_to_float32(Fraction(a) * Fraction(b) + Fraction(c))
+    assert want == c  # and the twice-rounded value is not
+    assert float(torch.tensor((a * b + c), dtype=torch.float64).float()) != want
+    cases = {
+        "add(alpha)": lambda x, y, z: torch.add(z, x, alpha=b),
+        "addcmul": lambda x, y, z: torch.addcmul(z, x, y),
+        "addcmul_": lambda x, y, z: z.clone().addcmul_(x, y),
+    }
+    for name, fn in cases.items():
+        got = fn(full(a), full(b), full(c)).cpu()
+        assert got.eq(want).all(), f"{name}: {got.unique().tolist()} != {want}"
+        cpu = fn(torch.full((n,), a), torch.full((n,), b), torch.full((n,), c))
+        assert torch.equal(got, cpu), name
+    # Random operands: every element is the exact value rounded once.
+    x, y, z = (_values((n,), torch.float32, seed) for seed in (60, 61, 62))
+    d = [full(0.0).copy_(v.to("openreg")) for v in (x, y, z)]
+    got = torch.addcmul(d[2], d[0], d[1], value=0.5).cpu()
+    for i in range(n):
+        # value * x rounds first, as on CPU; times 0.5 it is exact
+        exact = Fraction(0.5) * Fraction(float(x[i])) * Fraction(float(y[i])) + Fraction(float(z[i]))
+        assert float(got[i]) == _round_to_float32(exact), i
 
 
 def test_in_place_errors_match_cpu():
