@@ -1,7 +1,8 @@
 /*
- * The elementwise engine of `openreg.engine`: one kernel, `elementwise`,
- * that applies any op of OR_ELEMENTWISE_OPS over the iteration space its
- * parameter block describes (see openreg_engine.h).
+ * The elementwise engine of `openreg.engine`: `elementwise` applies any op of
+ * OR_ELEMENTWISE_OPS over the iteration space its parameter block describes,
+ * `elementwise_list` one op over a list of contiguous operand sets (torch's
+ * _foreach_ ops), each as a 1-d `elementwise` (see openreg_engine.h).
  *
  * Structure (PyTorch's gpu_kernel in aten/src/ATen/native/cuda/Loops.cuh is
  * the model):
@@ -1105,17 +1106,73 @@ static or_row fma_row_f32(uint32_t op) {
   }
 }
 
-EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worker, int32_t workers) {
-  check_worker(worker, workers);
-  or_elementwise part = *params;
-  const or_elementwise *p = &part;
+/* Traps on a block whose op, compute type or counts are out of range. */
+static void check_block(const or_elementwise *p) {
   if (p->op >= OR_OP_COUNT || p->compute >= OR_COMPUTE_COUNT || p->ndim < 1 || p->ndim > OR_MAX_DIMS ||
       p->ntensors < 1 || p->ntensors > OR_MAX_OPERANDS) {
     TRAP();
   }
+}
+
+static void run(const or_elementwise *p);
+
+EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  or_elementwise part = *params;
+  check_block(&part);
   if (workers > 1 && !RESTRICT_BOX(part, part.ntensors, split_dim(part.sizes, 0, part.ndim), worker, workers)) {
     return;
   }
+  run(&part);
+}
+
+EXPORT(elementwise_list) void elementwise_list(const or_elementwise_list *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  const or_elementwise head = params->head;
+  const uint32_t items = params->items;
+  const int32_t value_to = params->value_to;
+  check_block(&head);
+  if (items > OR_LIST_MAX || value_to < -1 || value_to >= (int32_t)head.ntensors || value_to > 3) {
+    TRAP();
+  }
+  int64_t total = 0;
+  for (uint32_t i = 0; i < items; i++) {
+    const int64_t n = params->item[i].n;
+    if (n < 0 || n > ((int64_t)1 << 48)) {
+      TRAP();
+    }
+    total += n;
+  }
+  /* this worker's elements of the items taken one after another */
+  const int64_t lo = total * worker / workers, hi = total * (worker + 1) / workers;
+  int64_t start = 0;
+  for (uint32_t i = 0; i < items && start < hi; i++) {
+    const or_list_item *item = &params->item[i];
+    const int64_t b = lo > start ? lo : start;
+    const int64_t e = hi < start + item->n ? hi : start + item->n;
+    if (b < e) {
+      or_elementwise part = head;
+      part.ndim = 1;
+      part.sizes[0] = e - b;
+      for (uint32_t k = 0; k < part.ntensors; k++) {
+        const int64_t size = (int64_t)dtype_size(part.dtypes[k]);
+        part.data[k] = item->data[k] + (uint64_t)((b - start) * size);
+        part.strides[k][0] = size;
+      }
+      if (value_to == 0) {
+        part.args[0] = item->value;
+      } else if (value_to > 0) {
+        part.scalar_mask |= 1u << value_to;
+        part.scalars[value_to] = item->value;
+      }
+      run(&part);
+    }
+    start += item->n;
+  }
+}
+
+/* One op over the block's iteration space (a worker's part of it). */
+static void run(const or_elementwise *p) {
   const or_loops *loops = &LOOPS[p->op][p->compute];
   if (p->ntensors != loops->arity + 1) {
     TRAP();

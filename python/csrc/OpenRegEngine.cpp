@@ -33,6 +33,7 @@ uint32_t engine_kernel(c10::DeviceIndex device) {
   return index;
 }
 constexpr char kElementwise[] = "elementwise";
+constexpr char kElementwiseList[] = "elementwise_list";
 constexpr char kReduce[] = "reduce";
 constexpr char kIndex[] = "index";
 constexpr char kNonzero[] = "nonzero";
@@ -85,6 +86,11 @@ constexpr std::array<or_kinds, OR_OP_COUNT> kKinds = {
 #define OR_OP_KINDS(name, arity, kinds) OR_KINDS_##kinds,
     OR_ELEMENTWISE_OPS(OR_OP_KINDS)
 #undef OR_OP_KINDS
+};
+constexpr std::array<int, OR_OP_COUNT> kArity = {
+#define OR_OP_ARITY(name, arity, kinds) arity,
+    OR_ELEMENTWISE_OPS(OR_OP_ARITY)
+#undef OR_OP_ARITY
 };
 constexpr std::array<const char*, OR_OP_COUNT> kNames = {
 #define OR_OP_NAME(name, arity, kinds) #name,
@@ -323,6 +329,64 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
     block.args[a++] = scalar_in(arg, how);
   }
   launch<kElementwise>(device.index(), block, pointers.data(), npointers, iter.numel() * (costly(op) ? 8 : 1));
+}
+
+void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
+                             std::initializer_list<c10::Scalar> args, int value_to,
+                             c10::ArrayRef<c10::Scalar> values) {
+  const int nlists = static_cast<int>(lists.size());
+  const int ntensors = nlists + (value_to > 0 ? 1 : 0);
+  TORCH_INTERNAL_ASSERT(nlists >= 1 && ntensors == kArity[op] + 1 && (value_to <= 0 || value_to == nlists) &&
+                        args.size() <= OR_MAX_ARGS && (value_to < 0 || values.size() == lists[0].size()));
+  const size_t positions = lists[0].size();
+  if (positions == 0) {
+    return;
+  }
+  const at::Tensor& first = lists[0][0];
+  const or_compute how = compute_of(first.scalar_type());
+  or_elementwise head{};
+  head.op = op;
+  head.compute = how;
+  head.ntensors = static_cast<uint32_t>(ntensors);
+  head.ndim = 1;
+  for (int k = 0; k < ntensors; ++k) {
+    head.dtypes[k] = static_cast<uint32_t>(first.scalar_type());
+  }
+  size_t a = 0;
+  for (const c10::Scalar& arg : args) {
+    head.args[a++] = scalar_in(arg, how);
+  }
+  const c10::DeviceIndex device = first.device().index();
+  const std::string label = recording_activity() ? lower(kNames[op]) + " x " : std::string();
+  for (size_t begin = 0; begin < positions; begin += OR_LIST_MAX) {
+    const size_t items = std::min<size_t>(OR_LIST_MAX, positions - begin);
+    std::vector<uint8_t> bytes(offsetof(or_elementwise_list, item) + items * sizeof(or_list_item));
+    auto* block = reinterpret_cast<or_elementwise_list*>(bytes.data());
+    block->head = head;
+    block->items = static_cast<uint32_t>(items);
+    block->value_to = value_to;
+    std::vector<uint32_t> pointers;
+    pointers.reserve(items * nlists);
+    int64_t total = 0;
+    for (size_t i = 0; i < items; ++i) {
+      or_list_item& item = block->item[i];
+      item.n = lists[0][begin + i].numel();
+      total += item.n;
+      for (int k = 0; k < nlists; ++k) {
+        item.data[k] = reinterpret_cast<uint64_t>(lists[k][begin + i].data_ptr());
+        pointers.push_back(static_cast<uint32_t>(offsetof(or_elementwise_list, item) + i * sizeof(or_list_item) +
+                                                 offsetof(or_list_item, data) + sizeof(uint64_t) * k));
+      }
+      if (value_to >= 0) {
+        item.value = scalar_in(values[begin + i], how);
+      }
+    }
+    const rust::Slice<const uint8_t> block_bytes(bytes.data(), bytes.size());
+    OPENREG_CHECK(openreg::launch_engine(
+        device, current_stream(device).id(), engine_kernel<kElementwiseList>(device), block_bytes,
+        rust::Slice<const uint32_t>(pointers.data(), pointers.size()), parallel(total * (costly(op) ? 8 : 1)),
+        label.empty() ? label : label + std::to_string(items)));
+  }
 }
 
 namespace {

@@ -40,6 +40,17 @@ or_compute compute_of(at::ScalarType dtype);
 void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer_list<c10::Scalar> args = {},
                         std::optional<or_compute> compute = std::nullopt);
 
+// Launches `op` over lists of tensors, one launch for up to OR_LIST_MAX of
+// their positions (torch's _foreach_ ops; or_elementwise_list): for each i,
+// lists[0][i] = op(lists[1][i], ...). Every tensor is contiguous and of one
+// float dtype, and the tensors of a position have one shape, on one device
+// (the caller checks). `args` as for launch_elementwise; `values`, one per
+// position, go to args[0] (value_to 0) or are operand `value_to`, a scalar
+// that follows the tensor operands (value_to == lists.size()).
+void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
+                             std::initializer_list<c10::Scalar> args = {}, int value_to = -1,
+                             c10::ArrayRef<c10::Scalar> values = {});
+
 // Launches reduction `op` over a reduction iterator (ATen's make_reduction:
 // its one or two outputs, then the input; reduced dimensions have output
 // stride 0). `args` as for launch_elementwise (in float64 or int64, by the
