@@ -1131,8 +1131,10 @@ EXPORT(elementwise_list) void elementwise_list(const or_elementwise_list *params
   const or_elementwise head = params->head;
   const uint32_t items = params->items;
   const int32_t value_to = params->value_to;
+  const uint32_t broadcast = params->broadcast_mask;
   check_block(&head);
-  if (items > OR_LIST_MAX || value_to < -1 || value_to >= (int32_t)head.ntensors || value_to > 3) {
+  if (items > OR_LIST_MAX || value_to < -1 || value_to >= (int32_t)head.ntensors || value_to > 3 ||
+      (broadcast & 1) != 0 || (broadcast >> head.ntensors) != 0) {
     TRAP();
   }
   int64_t total = 0;
@@ -1155,7 +1157,7 @@ EXPORT(elementwise_list) void elementwise_list(const or_elementwise_list *params
       part.ndim = 1;
       part.sizes[0] = e - b;
       for (uint32_t k = 0; k < part.ntensors; k++) {
-        const int64_t size = (int64_t)dtype_size(part.dtypes[k]);
+        const int64_t size = (broadcast >> k) & 1 ? 0 : (int64_t)dtype_size(part.dtypes[k]);
         part.data[k] = item->data[k] + (uint64_t)((b - start) * size);
         part.strides[k][0] = size;
       }

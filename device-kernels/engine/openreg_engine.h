@@ -277,10 +277,12 @@ OR_STATIC_ASSERT(sizeof(or_elementwise) == 40 + 8 * OR_MAX_DIMS + 8 * OR_MAX_OPE
  * each item in turn (torch's _foreach_ ops: one launch for every tensor of
  * the lists). An item's operands are contiguous: operand k's element j lies
  * at data[k] + j * (the size of dtypes[k]); head's ndim, sizes, data and
- * strides are ignored. `value_to` says where each item's `value` goes: -1
- * nowhere, 0 args[0] (a per-tensor alpha or weight), k in 1..3 operand k,
- * which is then a host scalar (a per-tensor divisor). The workers split the
- * items' elements, taken one list after another, in equal ranges.
+ * strides are ignored. An operand whose bit is set in `broadcast_mask` is
+ * instead one element at data[k] (a 0-dim device tensor, stride 0). `value_to`
+ * says where each item's `value` goes: -1 nowhere, 0 args[0] (a per-tensor
+ * alpha or weight), k in 1..3 operand k, which is then a host scalar (a
+ * per-tensor divisor). The workers split the items' elements, taken one list
+ * after another, in equal ranges.
  */
 #define OR_LIST_MAX 256
 
@@ -294,11 +296,13 @@ typedef struct or_elementwise_list {
   or_elementwise head;
   uint32_t items; /* at most OR_LIST_MAX; the block holds that many */
   int32_t value_to;
+  uint32_t broadcast_mask;
+  uint32_t reserved;
   or_list_item item[OR_LIST_MAX];
 } or_elementwise_list;
 
 OR_STATIC_ASSERT(sizeof(or_list_item) == 48, "or_list_item size");
-OR_STATIC_ASSERT(offsetof(or_elementwise_list, item) == sizeof(or_elementwise) + 8, "or_elementwise_list.item");
+OR_STATIC_ASSERT(offsetof(or_elementwise_list, item) == sizeof(or_elementwise) + 16, "or_elementwise_list.item");
 
 /*
  * The reductions and scans (`reduce` kernel): name and the compute types

@@ -333,11 +333,12 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
 
 void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
                              std::initializer_list<c10::Scalar> args, int value_to,
-                             c10::ArrayRef<c10::Scalar> values) {
+                             c10::ArrayRef<c10::Scalar> values, uint32_t broadcast_mask) {
   const int nlists = static_cast<int>(lists.size());
   const int ntensors = nlists + (value_to > 0 ? 1 : 0);
   TORCH_INTERNAL_ASSERT(nlists >= 1 && ntensors == kArity[op] + 1 && (value_to <= 0 || value_to == nlists) &&
-                        args.size() <= OR_MAX_ARGS && (value_to < 0 || values.size() == lists[0].size()));
+                        args.size() <= OR_MAX_ARGS && (value_to < 0 || values.size() == lists[0].size()) &&
+                        (broadcast_mask & 1) == 0);
   const size_t positions = lists[0].size();
   if (positions == 0) {
     return;
@@ -365,6 +366,7 @@ void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
     block->head = head;
     block->items = static_cast<uint32_t>(items);
     block->value_to = value_to;
+    block->broadcast_mask = broadcast_mask;
     std::vector<uint32_t> pointers;
     pointers.reserve(items * nlists);
     int64_t total = 0;

@@ -46,10 +46,12 @@ void launch_elementwise(at::TensorIteratorBase& iter, or_op op, std::initializer
 // float dtype, and the tensors of a position have one shape, on one device
 // (the caller checks). `args` as for launch_elementwise; `values`, one per
 // position, go to args[0] (value_to 0) or are operand `value_to`, a scalar
-// that follows the tensor operands (value_to == lists.size()).
+// that follows the tensor operands (value_to == lists.size()). The lists of
+// the operands in `broadcast_mask` hold 0-dim device tensors instead, each
+// read as one value for its whole position.
 void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
                              std::initializer_list<c10::Scalar> args = {}, int value_to = -1,
-                             c10::ArrayRef<c10::Scalar> values = {});
+                             c10::ArrayRef<c10::Scalar> values = {}, uint32_t broadcast_mask = 0);
 
 // Launches reduction `op` over a reduction iterator (ATen's make_reduction:
 // its one or two outputs, then the input; reduced dimensions have output

@@ -5,7 +5,9 @@
 //
 // A list takes the launch when every tensor is contiguous, of one float
 // dtype and on one openreg device, and the tensors of a position have one
-// shape; each position then computes what the op computes on one tensor
+// shape (a 0-dim tensor of the lists' dtype and device may stand for a
+// whole list: mul, div and add by a device scalar); each position then
+// computes what the op computes on one tensor
 // (the same engine op, arguments and scalar conversion), so results equal
 // the per-tensor path's bit for bit. Any other list (mixed dtypes, strided
 // tensors, integers, CPU tensors) runs ATen's per-tensor loop, whose ops run
@@ -26,19 +28,15 @@
 #include <torch/library.h>
 
 #include "OpenRegEngine.h"
+#include "OpenRegForeach.h"
 #include "torch-openreg/src/bridge.rs.h"
 
 namespace openreg::foreach_ops {
-namespace {
 
-using at::Scalar;
-using namespace openreg::engine;
-using at::Tensor;
-using at::TensorList;
-namespace native = at::native;
-
-// Whether the lists take one launch: see the top of the file.
-bool on_engine(std::initializer_list<TensorList> lists) {
+// See the top of the file.
+bool on_engine(std::initializer_list<at::TensorList> lists) {
+  using at::Tensor;
+  using at::TensorList;
   const TensorList self = *lists.begin();
   if (self.empty() || !self[0].defined()) {
     return false;
@@ -62,6 +60,21 @@ bool on_engine(std::initializer_list<TensorList> lists) {
     }
   }
   return true;
+}
+
+namespace {
+
+using at::Scalar;
+using namespace openreg::engine;
+using at::Tensor;
+using at::TensorList;
+namespace native = at::native;
+
+// Whether `other` can be the one value of every position: a 0-dim tensor on
+// the lists' device, of their dtype.
+bool device_scalar(TensorList self, const Tensor& other) {
+  return other.defined() && other.dim() == 0 && other.device() == self[0].device() &&
+         other.scalar_type() == self[0].scalar_type();
 }
 
 void count(const char* op) {
@@ -344,6 +357,120 @@ std::vector<Tensor> sqrt_list(TensorList self) {
   return out;
 }
 
+// ---- a 0-dim device tensor for every position (clip_grad_norm_'s scale) ----
+
+template <or_op Op>
+void tensor_(TensorList self, const Tensor& other, const char* name, std::initializer_list<Scalar> args,
+             void (*slow)(TensorList, const Tensor&)) {
+  if (!on_engine({self}) || !device_scalar(self, other)) {
+    return slow(self, other);
+  }
+  count(name);
+  const std::vector<Tensor> others(self.size(), other);
+  launch_elementwise_list(Op, {self, self, others}, args, -1, {}, 1u << 2);
+}
+
+template <or_op Op>
+std::vector<Tensor> tensor(TensorList self, const Tensor& other, const char* name, std::initializer_list<Scalar> args,
+                           std::vector<Tensor> (*slow)(TensorList, const Tensor&)) {
+  if (!on_engine({self}) || !device_scalar(self, other)) {
+    return slow(self, other);
+  }
+  count(name);
+  std::vector<Tensor> out = outputs_like(self);
+  const std::vector<Tensor> others(self.size(), other);
+  launch_elementwise_list(Op, {out, self, others}, args, -1, {}, 1u << 2);
+  return out;
+}
+
+void mul_tensor_(TensorList self, const Tensor& other) {
+  tensor_<OR_OP_MUL>(self, other, "aten::_foreach_mul_.Tensor", {}, native::foreach_tensor_mul_tensor_kernel_slow_);
+}
+std::vector<Tensor> mul_tensor(TensorList self, const Tensor& other) {
+  return tensor<OR_OP_MUL>(self, other, "aten::_foreach_mul.Tensor", {}, native::foreach_tensor_mul_tensor_kernel_slow);
+}
+void div_tensor_(TensorList self, const Tensor& other) {
+  tensor_<OR_OP_DIV>(self, other, "aten::_foreach_div_.Tensor", {}, native::foreach_tensor_div_tensor_kernel_slow_);
+}
+std::vector<Tensor> div_tensor(TensorList self, const Tensor& other) {
+  return tensor<OR_OP_DIV>(self, other, "aten::_foreach_div.Tensor", {}, native::foreach_tensor_div_tensor_kernel_slow);
+}
+void add_tensor_(TensorList self, const Tensor& other, const Scalar& alpha) {
+  if (!on_engine({self}) || !device_scalar(self, other)) {
+    return native::foreach_tensor_add_tensor_kernel_slow_(self, other, alpha);
+  }
+  count("aten::_foreach_add_.Tensor");
+  const std::vector<Tensor> others(self.size(), other);
+  launch_elementwise_list(OR_OP_ADD, {self, self, others}, {alpha}, -1, {}, 1u << 2);
+}
+
+// ---- sub (add of the negated scalar or alpha), neg, maximum, zero_, copy_ ----
+
+void sub_scalar_(TensorList self, const Scalar& scalar) {
+  if (!on_engine({self})) {
+    return native::foreach_tensor_sub_scalar_kernel_slow_(self, scalar);
+  }
+  count("aten::_foreach_sub_.Scalar");
+  launch_elementwise_list(OR_OP_ADD, {self, self}, {-1}, 2, repeated(scalar, self.size()));
+}
+void sub_list_(TensorList self, TensorList other, const Scalar& alpha) {
+  if (!on_engine({self, other})) {
+    return native::foreach_tensor_sub_list_kernel_slow_(self, other, alpha);
+  }
+  count("aten::_foreach_sub_.List");
+  launch_elementwise_list(OR_OP_ADD, {self, self, other}, {-alpha});
+}
+std::vector<Tensor> sub_list(TensorList self, TensorList other, const Scalar& alpha) {
+  if (!on_engine({self, other})) {
+    return native::foreach_tensor_sub_list_kernel_slow(self, other, alpha);
+  }
+  count("aten::_foreach_sub.List");
+  std::vector<Tensor> out = outputs_like(self);
+  launch_elementwise_list(OR_OP_ADD, {out, self, other}, {-alpha});
+  return out;
+}
+
+void neg_(TensorList self) {
+  if (!on_engine({self})) {
+    return native::foreach_tensor_neg_slow_(self);
+  }
+  count("aten::_foreach_neg_");
+  launch_elementwise_list(OR_OP_NEG, {self, self});
+}
+std::vector<Tensor> neg(TensorList self) {
+  if (!on_engine({self})) {
+    return native::foreach_tensor_neg_slow(self);
+  }
+  count("aten::_foreach_neg");
+  std::vector<Tensor> out = outputs_like(self);
+  launch_elementwise_list(OR_OP_NEG, {out, self});
+  return out;
+}
+
+void maximum_list_(TensorList self, TensorList other) {
+  list_<OR_OP_MAXIMUM>(self, other, "aten::_foreach_maximum_.List", native::foreach_tensor_clamp_min_list_kernel_slow_);
+}
+std::vector<Tensor> maximum_list(TensorList self, TensorList other) {
+  return list<OR_OP_MAXIMUM>(self, other, "aten::_foreach_maximum.List",
+                             native::foreach_tensor_clamp_min_list_kernel_slow);
+}
+
+void zero_(TensorList self) {
+  if (!on_engine({self})) {
+    return native::foreach_tensor_zero_slow_(self);
+  }
+  count("aten::_foreach_zero_");
+  launch_elementwise_list(OR_OP_FILL, {self}, {0});
+}
+
+void copy_(TensorList self, TensorList src, bool non_blocking) {
+  if (!on_engine({self, src})) {
+    return native::foreach_tensor_copy_list_kernel_slow_(self, src, non_blocking);
+  }
+  count("aten::_foreach_copy_");
+  launch_elementwise_list(OR_OP_COPY, {self, src});
+}
+
 } // namespace
 } // namespace openreg::foreach_ops
 
@@ -376,6 +503,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_foreach_addcdiv.Scalar", TORCH_FN(addcdiv_scalar));
   m.impl("_foreach_addcdiv_.ScalarList", TORCH_FN(addcdiv_scalarlist_));
   m.impl("_foreach_addcdiv.ScalarList", TORCH_FN(addcdiv_scalarlist));
+  m.impl("_foreach_mul_.Tensor", TORCH_FN(mul_tensor_));
+  m.impl("_foreach_mul.Tensor", TORCH_FN(mul_tensor));
+  m.impl("_foreach_div_.Tensor", TORCH_FN(div_tensor_));
+  m.impl("_foreach_div.Tensor", TORCH_FN(div_tensor));
+  m.impl("_foreach_add_.Tensor", TORCH_FN(add_tensor_));
+  m.impl("_foreach_sub_.Scalar", TORCH_FN(sub_scalar_));
+  m.impl("_foreach_sub_.List", TORCH_FN(sub_list_));
+  m.impl("_foreach_sub.List", TORCH_FN(sub_list));
+  m.impl("_foreach_neg_", TORCH_FN(neg_));
+  m.impl("_foreach_neg", TORCH_FN(neg));
+  m.impl("_foreach_maximum_.List", TORCH_FN(maximum_list_));
+  m.impl("_foreach_maximum.List", TORCH_FN(maximum_list));
+  m.impl("_foreach_zero_", TORCH_FN(zero_));
+  m.impl("_foreach_copy_", TORCH_FN(copy_));
   m.impl("_foreach_sqrt_", TORCH_FN(sqrt_list_));
   m.impl("_foreach_sqrt", TORCH_FN(sqrt_list));
 }

@@ -3,6 +3,9 @@
 // written with device ops per parameter, with the arithmetic of ATen's CPU
 // fused kernels; the step counts (which the optimizer has already advanced)
 // stay on the device, and so do the bias corrections computed from them.
+// SGD, which has no per-parameter scalars, runs each of those ops once for
+// all the parameters (the engine's elementwise_list kernel, as the _foreach_
+// ops) when every tensor is contiguous and of one dtype.
 //
 // With AMP's GradScaler the gradients are divided by `grad_scale`, and a
 // `found_inf` of 1 skips the whole step, as on CPU: reading that flag is the
@@ -11,6 +14,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "OpenRegEngine.h"
+#include "OpenRegForeach.h"
 #include "OpenRegStructured.h"
 
 namespace openreg::optim {
@@ -161,6 +166,77 @@ void sgd_step(TensorList params, TensorList grads, TensorList momentum_buffers, 
   }
 }
 
+// sgd_step over whole lists: the same ops in the same order, each one launch
+// of the engine's elementwise_list kernel for every parameter (so the same
+// bits). Every tensor contiguous and of one dtype (on_engine), grad_scale and
+// a tensor learning rate 0-dim tensors of that dtype on the device.
+bool sgd_step_lists(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay,
+                    double momentum, const Lr& lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
+                    const std::optional<Tensor>& grad_scale) {
+  using engine::launch_elementwise_list;
+  const bool scaled = grad_scale.has_value() && grad_scale->defined();
+  const auto device_scalar = [&](const Tensor& t) {
+    return t.dim() == 0 && t.device() == params[0].device() && t.scalar_type() == params[0].scalar_type();
+  };
+  if (!foreach_ops::on_engine({params, grads}) ||
+      (momentum != 0.0 && !foreach_ops::on_engine({params, grads, momentum_buffers})) ||
+      (scaled && !device_scalar(*grad_scale)) || (lr.tensor.defined() && !device_scalar(lr.tensor))) {
+    return false;
+  }
+  const size_t n = params.size();
+  const auto fresh = [&]() {
+    std::vector<Tensor> out;
+    out.reserve(n);
+    for (const Tensor& p : params) {
+      out.push_back(at::empty_like(p, at::MemoryFormat::Contiguous));
+    }
+    return out;
+  };
+  const auto each = [&](const Tensor& t) { return std::vector<Tensor>(n, t); };
+  const auto values = [&](double v) { return std::vector<c10::Scalar>(n, v); };
+  std::vector<Tensor> g(grads.begin(), grads.end());
+  if (scaled) {  // g = grad / grad_scale
+    std::vector<Tensor> out = fresh();
+    launch_elementwise_list(engine::OR_OP_DIV, {out, g, each(*grad_scale)}, {}, -1, {}, 1u << 2);
+    g = std::move(out);
+  }
+  if (maximize) {
+    std::vector<Tensor> out = fresh();
+    launch_elementwise_list(engine::OR_OP_NEG, {out, g});
+    g = std::move(out);
+  }
+  if (weight_decay != 0.0) {  // g = g + param * wd
+    std::vector<Tensor> decay = fresh(), out = fresh();
+    launch_elementwise_list(engine::OR_OP_MUL, {decay, params}, {}, 2, values(weight_decay));
+    launch_elementwise_list(engine::OR_OP_ADD, {out, g, decay}, {1});
+    g = std::move(out);
+  }
+  if (momentum != 0.0) {
+    if (is_first_step) {
+      launch_elementwise_list(engine::OR_OP_COPY, {momentum_buffers, g});
+    } else {  // buf = buf * momentum, + (1 - dampening) * g
+      launch_elementwise_list(engine::OR_OP_MUL, {momentum_buffers, momentum_buffers}, {}, 2, values(momentum));
+      launch_elementwise_list(engine::OR_OP_ADD, {momentum_buffers, momentum_buffers, g}, {1.0 - dampening});
+    }
+    if (nesterov) {  // g = g + buf * momentum
+      std::vector<Tensor> pull = fresh(), out = fresh();
+      launch_elementwise_list(engine::OR_OP_MUL, {pull, momentum_buffers}, {}, 2, values(momentum));
+      launch_elementwise_list(engine::OR_OP_ADD, {out, g, pull}, {1});
+      g = std::move(out);
+    } else {
+      g.assign(momentum_buffers.begin(), momentum_buffers.end());
+    }
+  }
+  std::vector<Tensor> step = fresh();  // param -= g * lr
+  if (lr.tensor.defined()) {
+    launch_elementwise_list(engine::OR_OP_MUL, {step, g, each(lr.tensor)}, {}, -1, {}, 1u << 2);
+  } else {
+    launch_elementwise_list(engine::OR_OP_MUL, {step, g}, {}, 2, values(lr.value));
+  }
+  launch_elementwise_list(engine::OR_OP_ADD, {params, params, step}, {-1});
+  return true;
+}
+
 template <class Op, class LrArg>
 void sgd_entry(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay, double momentum,
                LrArg lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
@@ -170,8 +246,17 @@ void sgd_entry(TensorList params, TensorList grads, TensorList momentum_buffers,
                                     maximize, is_first_step, grad_scale, found_inf);
   }
   openreg::count_op(structured::counted_name<Op>(), true);
-  sgd_step(params, grads, momentum_buffers, weight_decay, momentum, lr_of(lr), dampening, nesterov, maximize,
-           is_first_step, grad_scale, found_inf);
+  check_lengths(params, {grads}, "_fused_sgd_");
+  TORCH_CHECK(momentum == 0.0 || momentum_buffers.size() == params.size(),
+              "_fused_sgd_: momentum needs a momentum buffer for every parameter");
+  if (skip_step(found_inf)) {
+    return;
+  }
+  if (!sgd_step_lists(params, grads, momentum_buffers, weight_decay, momentum, lr_of(lr), dampening, nesterov,
+                      maximize, is_first_step, grad_scale)) {
+    sgd_step(params, grads, momentum_buffers, weight_decay, momentum, lr_of(lr), dampening, nesterov, maximize,
+             is_first_step, grad_scale, std::nullopt);
+  }
 }
 
 // g += wd * param; state_sum += g^2; param -= clr * g / (sqrt(state_sum) +

@@ -28,6 +28,11 @@ def _launches():
     return sum(_C.launch_counts(0))
 
 
+def _scalar(lists, value):
+    """A 0-dim tensor of the lists' dtype on their device."""
+    return torch.tensor(value, dtype=lists[0][0].dtype, device=lists[0][0].device)
+
+
 # (name, foreach call, the same op on one tensor, number of tensor lists)
 CASES = [
     ("add_.Scalar", lambda a: torch._foreach_add_(a[0], 0.25), lambda a, i: a[0][i].add_(0.25), 1),
@@ -54,6 +59,16 @@ CASES = [
      lambda a, i: a[0][i].addcdiv_(a[1][i], a[2][i], value=-0.01 * (i + 1)), 3),
     ("addcdiv.Scalar", lambda a: torch._foreach_addcdiv(a[0], a[1], a[2], value=2.0),
      lambda a, i: a[0][i].addcdiv(a[1][i], a[2][i], value=2.0), 3),
+    ("mul_.Tensor", lambda a: torch._foreach_mul_(a[0], _scalar(a, 0.7)), lambda a, i: a[0][i].mul_(_scalar(a, 0.7)), 1),
+    ("div.Tensor", lambda a: torch._foreach_div(a[0], _scalar(a, 3.0)), lambda a, i: a[0][i].div(_scalar(a, 3.0)), 1),
+    ("add_.Tensor", lambda a: torch._foreach_add_(a[0], _scalar(a, 0.5), alpha=-2),
+     lambda a, i: a[0][i].add_(_scalar(a, 0.5), alpha=-2), 1),
+    ("sub_.Scalar", lambda a: torch._foreach_sub_(a[0], 0.125), lambda a, i: a[0][i].sub_(0.125), 1),
+    ("sub.List", lambda a: torch._foreach_sub(a[0], a[1], alpha=3), lambda a, i: a[0][i].sub(a[1][i], alpha=3), 2),
+    ("neg", lambda a: torch._foreach_neg(a[0]), lambda a, i: a[0][i].neg(), 1),
+    ("maximum_.List", lambda a: torch._foreach_maximum_(a[0], a[1]), lambda a, i: a[0][i].copy_(torch.maximum(a[0][i], a[1][i])), 2),
+    ("zero_", lambda a: torch._foreach_zero_(a[0]), lambda a, i: a[0][i].zero_(), 1),
+    ("copy_", lambda a: torch._foreach_copy_(a[0], a[1]), lambda a, i: a[0][i].copy_(a[1][i]), 2),
     ("sqrt", lambda a: torch._foreach_sqrt(a[0]), lambda a, i: a[0][i].sqrt(), 1),
     ("sqrt_", lambda a: torch._foreach_sqrt_(a[0]), lambda a, i: a[0][i].sqrt_(), 1),
 ]
@@ -84,7 +99,8 @@ def test_a_foreach_op_is_one_launch_and_equals_the_op_tensor_by_tensor(name, lis
     assert _launches() - launches == 1  # every tensor of the lists in one launch
     counts = torch.openreg.op_counts()
     assert counts[f"aten::_foreach_{name}"]["device"] == 1, counts
-    assert not [op for op in counts if not op.startswith(("aten::_foreach_", "aten::empty"))], counts
+    made = ("aten::_foreach_", "aten::empty") + (("aten::_copy_from",) if name.endswith(".Tensor") else ())
+    assert not [op for op in counts if not op.startswith(made)], counts  # (.Tensor: its scalar's copy)
 
     got = _results(returned, on_device)
     tol = {"rtol": 1e-2, "atol": 1e-2} if dtype == torch.bfloat16 else {}
@@ -163,3 +179,50 @@ def test_optimizers_step_the_same_with_and_without_foreach(make):
     for a, b, c in zip(results[(DEV, True)], results[(DEV, False)], results[("cpu", True)]):
         assert torch.equal(a, b)
         torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-6)
+
+
+def test_clip_grad_norm_scales_every_gradient_in_one_launch():
+    g = torch.Generator().manual_seed(5)
+    grads = [torch.randn(s, generator=g) * 3 for s in ((40, 7), (7,), (300,))]
+    results = {}
+    for device, foreach in (("cpu", True), (DEV, True), (DEV, False)):
+        params = [torch.zeros_like(t, device=device, requires_grad=True) for t in grads]
+        for p, t in zip(params, grads):
+            p.grad = t.clone().to(device)
+        torch.openreg.reset_op_counts()
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm=1.0, foreach=foreach)
+        if device == DEV:
+            assert ("aten::_foreach_mul_.Tensor" in torch.openreg.op_counts()) == foreach
+        results[(device, foreach)] = (norm.cpu(), [p.grad.cpu() for p in params])
+    (n1, g1), (n2, g2), (n0, g0) = results[(DEV, True)], results[(DEV, False)], results[("cpu", True)]
+    assert torch.equal(n1, n2) and all(torch.equal(a, b) for a, b in zip(g1, g2))
+    torch.testing.assert_close(n1, n0)
+    for a, c in zip(g1, g0):
+        torch.testing.assert_close(a, c)
+
+
+@pytest.mark.parametrize("nesterov,maximize", [(True, False), (False, True)])
+def test_fused_sgd_over_lists_equals_its_per_parameter_steps(nesterov, maximize):
+    """fused=True SGD runs each op once for every parameter when they are contiguous, and per
+    parameter otherwise (here: transposed views); both compute the same ops, so the same bits."""
+    g = torch.Generator().manual_seed(6)
+    start = [torch.randn(7, 33, generator=g), torch.randn(5, 9, generator=g)]
+    grads = [[torch.randn_like(p) for p in start] for _ in range(3)]
+    results = []
+    for transposed in (False, True):
+        params = [(p.t().contiguous().to(DEV).t() if transposed else p.clone().to(DEV)).requires_grad_() for p in start]
+        assert all(p.is_contiguous() != transposed for p in params)
+        opt = torch.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=nesterov, weight_decay=0.01,
+                              maximize=maximize, fused=True)
+        launches = _launches()
+        with torch.openreg.fallback_policy("error"):
+            for step in grads:
+                for p, grad in zip(params, step):
+                    p.grad = grad.to(DEV)
+                opt.step()
+        launches = _launches() - launches
+        results.append(([p.detach().cpu() for p in params], launches))
+    (lists, few), (per_param, many) = results
+    assert few < many
+    assert all(torch.equal(a, b) for a, b in zip(lists, per_param))
