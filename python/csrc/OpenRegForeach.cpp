@@ -96,379 +96,275 @@ std::vector<Scalar> repeated(const Scalar& value, size_t n) {
   return std::vector<Scalar>(n, value);
 }
 
-// ---- add ----
-
-void add_scalar_(TensorList self, const Scalar& scalar) {
-  if (!on_engine({self})) {
-    return native::foreach_tensor_add_scalar_kernel_slow_(self, scalar);
+// Runs an in-place foreach op: `launch(self)` computes it in one launch when
+// `lists` (the op's tensor lists, self first) take one and `also` holds; else
+// `slow()`, ATen's loop over the tensors.
+template <class Slow, class Launch>
+void in_place(std::initializer_list<TensorList> lists, bool also, const char* name, const Slow& slow,
+              const Launch& launch) {
+  if (!also || !on_engine(lists)) {
+    return slow();
   }
-  count("aten::_foreach_add_.Scalar");
-  launch_elementwise_list(OR_OP_ADD, {self, self}, {1}, 2, repeated(scalar, self.size()));
+  count(name);
+  launch(*lists.begin());
 }
 
-std::vector<Tensor> add_scalar(TensorList self, const Scalar& scalar) {
-  if (!on_engine({self})) {
-    return native::foreach_tensor_add_scalar_kernel_slow(self, scalar);
+// The out-of-place form: `launch(out)` into new tensors shaped as self's.
+template <class Slow, class Launch>
+std::vector<Tensor> into_new(std::initializer_list<TensorList> lists, bool also, const char* name, const Slow& slow,
+                             const Launch& launch) {
+  if (!also || !on_engine(lists)) {
+    return slow();
   }
-  count("aten::_foreach_add.Scalar");
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(OR_OP_ADD, {out, self}, {1}, 2, repeated(scalar, self.size()));
+  count(name);
+  std::vector<Tensor> out = outputs_like(*lists.begin());
+  launch(TensorList(out));
   return out;
 }
 
-void add_scalarlist_(TensorList self, at::ArrayRef<Scalar> scalars) {
-  if (!on_engine({self}) || scalars.size() != self.size()) {
-    return native::foreach_tensor_add_scalarlist_kernel_slow_(self, scalars);
-  }
-  count("aten::_foreach_add_.ScalarList");
-  launch_elementwise_list(OR_OP_ADD, {self, self}, {1}, 2, scalars);
+// ---- add, sub, mul, div: by a scalar, a scalar per tensor, a list or a device scalar ----
+
+// The launches below are closures over views of their arguments (lists,
+// scalars): each is made and called within one expression.
+
+// `Op` with a scalar operand: one value (Scalar), one per tensor (ScalarList).
+template <or_op Op>
+auto by_values(TensorList self, at::ArrayRef<Scalar> values, std::initializer_list<Scalar> args = {}) {
+  return [=](TensorList out) { launch_elementwise_list(Op, {out, self}, args, 2, values); };
 }
 
-std::vector<Tensor> add_scalarlist(TensorList self, at::ArrayRef<Scalar> scalars) {
-  if (!on_engine({self}) || scalars.size() != self.size()) {
-    return native::foreach_tensor_add_scalarlist_kernel_slow(self, scalars);
-  }
-  count("aten::_foreach_add.ScalarList");
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(OR_OP_ADD, {out, self}, {1}, 2, scalars);
-  return out;
+// `Op` with a 0-dim device tensor as its second operand.
+template <or_op Op>
+auto by_tensor(TensorList self, const Tensor& other, std::initializer_list<Scalar> args = {}) {
+  return [=, others = std::vector<Tensor>(self.size(), other)](TensorList out) {
+    launch_elementwise_list(Op, {out, self, others}, args, -1, {}, 1u << 2);
+  };
 }
 
+// `Op` with a second list.
+template <or_op Op>
+auto by_list(TensorList self, TensorList other, std::initializer_list<Scalar> args = {}) {
+  return [=](TensorList out) { launch_elementwise_list(Op, {out, self, other}, args); };
+}
+
+void add_scalar_(TensorList self, const Scalar& s) {
+  in_place({self}, true, "aten::_foreach_add_.Scalar", [&] { native::foreach_tensor_add_scalar_kernel_slow_(self, s); },
+           by_values<OR_OP_ADD>(self, repeated(s, self.size()), {1}));
+}
+std::vector<Tensor> add_scalar(TensorList self, const Scalar& s) {
+  return into_new({self}, true, "aten::_foreach_add.Scalar",
+                  [&] { return native::foreach_tensor_add_scalar_kernel_slow(self, s); },
+                  by_values<OR_OP_ADD>(self, repeated(s, self.size()), {1}));
+}
+void add_scalarlist_(TensorList self, at::ArrayRef<Scalar> s) {
+  in_place({self}, s.size() == self.size(), "aten::_foreach_add_.ScalarList",
+           [&] { native::foreach_tensor_add_scalarlist_kernel_slow_(self, s); }, by_values<OR_OP_ADD>(self, s, {1}));
+}
+std::vector<Tensor> add_scalarlist(TensorList self, at::ArrayRef<Scalar> s) {
+  return into_new({self}, s.size() == self.size(), "aten::_foreach_add.ScalarList",
+                  [&] { return native::foreach_tensor_add_scalarlist_kernel_slow(self, s); },
+                  by_values<OR_OP_ADD>(self, s, {1}));
+}
 void add_list_(TensorList self, TensorList other, const Scalar& alpha) {
-  if (!on_engine({self, other})) {
-    return native::foreach_tensor_add_list_kernel_slow_(self, other, alpha);
-  }
-  count("aten::_foreach_add_.List");
-  launch_elementwise_list(OR_OP_ADD, {self, self, other}, {alpha});
+  in_place({self, other}, true, "aten::_foreach_add_.List",
+           [&] { native::foreach_tensor_add_list_kernel_slow_(self, other, alpha); },
+           by_list<OR_OP_ADD>(self, other, {alpha}));
 }
-
 std::vector<Tensor> add_list(TensorList self, TensorList other, const Scalar& alpha) {
-  if (!on_engine({self, other})) {
-    return native::foreach_tensor_add_list_kernel_slow(self, other, alpha);
-  }
-  count("aten::_foreach_add.List");
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(OR_OP_ADD, {out, self, other}, {alpha});
-  return out;
+  return into_new({self, other}, true, "aten::_foreach_add.List",
+                  [&] { return native::foreach_tensor_add_list_kernel_slow(self, other, alpha); },
+                  by_list<OR_OP_ADD>(self, other, {alpha}));
+}
+void add_tensor_(TensorList self, const Tensor& other, const Scalar& alpha) {
+  in_place({self}, device_scalar(self, other), "aten::_foreach_add_.Tensor",
+           [&] { native::foreach_tensor_add_tensor_kernel_slow_(self, other, alpha); },
+           by_tensor<OR_OP_ADD>(self, other, {alpha}));
 }
 
-// ---- mul and div: a scalar, a scalar per tensor, or a list ----
-
-template <or_op Op>
-void scalar_(TensorList self, const Scalar& scalar, const char* name,
-             void (*slow)(TensorList, const Scalar&)) {
-  if (!on_engine({self})) {
-    return slow(self, scalar);
-  }
-  count(name);
-  launch_elementwise_list(Op, {self, self}, {}, 2, repeated(scalar, self.size()));
+// sub: add of the negated scalar or alpha, as the single-tensor sub
+void sub_scalar_(TensorList self, const Scalar& s) {
+  in_place({self}, true, "aten::_foreach_sub_.Scalar", [&] { native::foreach_tensor_sub_scalar_kernel_slow_(self, s); },
+           by_values<OR_OP_ADD>(self, repeated(s, self.size()), {-1}));
 }
-
-template <or_op Op>
-std::vector<Tensor> scalar(TensorList self, const Scalar& scalar, const char* name,
-                           std::vector<Tensor> (*slow)(TensorList, const Scalar&)) {
-  if (!on_engine({self})) {
-    return slow(self, scalar);
-  }
-  count(name);
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(Op, {out, self}, {}, 2, repeated(scalar, self.size()));
-  return out;
+void sub_list_(TensorList self, TensorList other, const Scalar& alpha) {
+  in_place({self, other}, true, "aten::_foreach_sub_.List",
+           [&] { native::foreach_tensor_sub_list_kernel_slow_(self, other, alpha); },
+           by_list<OR_OP_ADD>(self, other, {-alpha}));
 }
-
-template <or_op Op>
-void scalarlist_(TensorList self, at::ArrayRef<Scalar> scalars, const char* name,
-                 void (*slow)(TensorList, at::ArrayRef<Scalar>)) {
-  if (!on_engine({self}) || scalars.size() != self.size()) {
-    return slow(self, scalars);
-  }
-  count(name);
-  launch_elementwise_list(Op, {self, self}, {}, 2, scalars);
-}
-
-template <or_op Op>
-std::vector<Tensor> scalarlist(TensorList self, at::ArrayRef<Scalar> scalars, const char* name,
-                               std::vector<Tensor> (*slow)(TensorList, at::ArrayRef<Scalar>)) {
-  if (!on_engine({self}) || scalars.size() != self.size()) {
-    return slow(self, scalars);
-  }
-  count(name);
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(Op, {out, self}, {}, 2, scalars);
-  return out;
-}
-
-template <or_op Op>
-void list_(TensorList self, TensorList other, const char* name, void (*slow)(TensorList, TensorList)) {
-  if (!on_engine({self, other})) {
-    return slow(self, other);
-  }
-  count(name);
-  launch_elementwise_list(Op, {self, self, other});
-}
-
-template <or_op Op>
-std::vector<Tensor> list(TensorList self, TensorList other, const char* name,
-                         std::vector<Tensor> (*slow)(TensorList, TensorList)) {
-  if (!on_engine({self, other})) {
-    return slow(self, other);
-  }
-  count(name);
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(Op, {out, self, other});
-  return out;
+std::vector<Tensor> sub_list(TensorList self, TensorList other, const Scalar& alpha) {
+  return into_new({self, other}, true, "aten::_foreach_sub.List",
+                  [&] { return native::foreach_tensor_sub_list_kernel_slow(self, other, alpha); },
+                  by_list<OR_OP_ADD>(self, other, {-alpha}));
 }
 
 void mul_scalar_(TensorList self, const Scalar& s) {
-  scalar_<OR_OP_MUL>(self, s, "aten::_foreach_mul_.Scalar", native::foreach_tensor_mul_scalar_kernel_slow_);
+  in_place({self}, true, "aten::_foreach_mul_.Scalar", [&] { native::foreach_tensor_mul_scalar_kernel_slow_(self, s); },
+           by_values<OR_OP_MUL>(self, repeated(s, self.size())));
 }
 std::vector<Tensor> mul_scalar(TensorList self, const Scalar& s) {
-  return scalar<OR_OP_MUL>(self, s, "aten::_foreach_mul.Scalar", native::foreach_tensor_mul_scalar_kernel_slow);
+  return into_new({self}, true, "aten::_foreach_mul.Scalar",
+                  [&] { return native::foreach_tensor_mul_scalar_kernel_slow(self, s); },
+                  by_values<OR_OP_MUL>(self, repeated(s, self.size())));
 }
 void mul_scalarlist_(TensorList self, at::ArrayRef<Scalar> s) {
-  scalarlist_<OR_OP_MUL>(self, s, "aten::_foreach_mul_.ScalarList",
-                         native::foreach_tensor_mul_scalarlist_kernel_slow_);
+  in_place({self}, s.size() == self.size(), "aten::_foreach_mul_.ScalarList",
+           [&] { native::foreach_tensor_mul_scalarlist_kernel_slow_(self, s); }, by_values<OR_OP_MUL>(self, s));
 }
 std::vector<Tensor> mul_scalarlist(TensorList self, at::ArrayRef<Scalar> s) {
-  return scalarlist<OR_OP_MUL>(self, s, "aten::_foreach_mul.ScalarList",
-                               native::foreach_tensor_mul_scalarlist_kernel_slow);
+  return into_new({self}, s.size() == self.size(), "aten::_foreach_mul.ScalarList",
+                  [&] { return native::foreach_tensor_mul_scalarlist_kernel_slow(self, s); },
+                  by_values<OR_OP_MUL>(self, s));
 }
 void mul_list_(TensorList self, TensorList other) {
-  list_<OR_OP_MUL>(self, other, "aten::_foreach_mul_.List", native::foreach_tensor_mul_list_kernel_slow_);
+  in_place({self, other}, true, "aten::_foreach_mul_.List",
+           [&] { native::foreach_tensor_mul_list_kernel_slow_(self, other); }, by_list<OR_OP_MUL>(self, other));
 }
 std::vector<Tensor> mul_list(TensorList self, TensorList other) {
-  return list<OR_OP_MUL>(self, other, "aten::_foreach_mul.List", native::foreach_tensor_mul_list_kernel_slow);
+  return into_new({self, other}, true, "aten::_foreach_mul.List",
+                  [&] { return native::foreach_tensor_mul_list_kernel_slow(self, other); },
+                  by_list<OR_OP_MUL>(self, other));
 }
+void mul_tensor_(TensorList self, const Tensor& other) {
+  in_place({self}, device_scalar(self, other), "aten::_foreach_mul_.Tensor",
+           [&] { native::foreach_tensor_mul_tensor_kernel_slow_(self, other); }, by_tensor<OR_OP_MUL>(self, other));
+}
+std::vector<Tensor> mul_tensor(TensorList self, const Tensor& other) {
+  return into_new({self}, device_scalar(self, other), "aten::_foreach_mul.Tensor",
+                  [&] { return native::foreach_tensor_mul_tensor_kernel_slow(self, other); },
+                  by_tensor<OR_OP_MUL>(self, other));
+}
+
 void div_scalar_(TensorList self, const Scalar& s) {
-  scalar_<OR_OP_DIV>(self, s, "aten::_foreach_div_.Scalar", native::foreach_tensor_div_scalar_kernel_slow_);
+  in_place({self}, true, "aten::_foreach_div_.Scalar", [&] { native::foreach_tensor_div_scalar_kernel_slow_(self, s); },
+           by_values<OR_OP_DIV>(self, repeated(s, self.size())));
 }
 std::vector<Tensor> div_scalar(TensorList self, const Scalar& s) {
-  return scalar<OR_OP_DIV>(self, s, "aten::_foreach_div.Scalar", native::foreach_tensor_div_scalar_kernel_slow);
+  return into_new({self}, true, "aten::_foreach_div.Scalar",
+                  [&] { return native::foreach_tensor_div_scalar_kernel_slow(self, s); },
+                  by_values<OR_OP_DIV>(self, repeated(s, self.size())));
 }
 void div_scalarlist_(TensorList self, at::ArrayRef<Scalar> s) {
-  scalarlist_<OR_OP_DIV>(self, s, "aten::_foreach_div_.ScalarList",
-                         native::foreach_tensor_div_scalarlist_kernel_slow_);
+  in_place({self}, s.size() == self.size(), "aten::_foreach_div_.ScalarList",
+           [&] { native::foreach_tensor_div_scalarlist_kernel_slow_(self, s); }, by_values<OR_OP_DIV>(self, s));
 }
 std::vector<Tensor> div_scalarlist(TensorList self, at::ArrayRef<Scalar> s) {
-  return scalarlist<OR_OP_DIV>(self, s, "aten::_foreach_div.ScalarList",
-                               native::foreach_tensor_div_scalarlist_kernel_slow);
+  return into_new({self}, s.size() == self.size(), "aten::_foreach_div.ScalarList",
+                  [&] { return native::foreach_tensor_div_scalarlist_kernel_slow(self, s); },
+                  by_values<OR_OP_DIV>(self, s));
 }
 void div_list_(TensorList self, TensorList other) {
-  list_<OR_OP_DIV>(self, other, "aten::_foreach_div_.List", native::foreach_tensor_div_list_kernel_slow_);
+  in_place({self, other}, true, "aten::_foreach_div_.List",
+           [&] { native::foreach_tensor_div_list_kernel_slow_(self, other); }, by_list<OR_OP_DIV>(self, other));
 }
 std::vector<Tensor> div_list(TensorList self, TensorList other) {
-  return list<OR_OP_DIV>(self, other, "aten::_foreach_div.List", native::foreach_tensor_div_list_kernel_slow);
+  return into_new({self, other}, true, "aten::_foreach_div.List",
+                  [&] { return native::foreach_tensor_div_list_kernel_slow(self, other); },
+                  by_list<OR_OP_DIV>(self, other));
+}
+void div_tensor_(TensorList self, const Tensor& other) {
+  in_place({self}, device_scalar(self, other), "aten::_foreach_div_.Tensor",
+           [&] { native::foreach_tensor_div_tensor_kernel_slow_(self, other); }, by_tensor<OR_OP_DIV>(self, other));
+}
+std::vector<Tensor> div_tensor(TensorList self, const Tensor& other) {
+  return into_new({self}, device_scalar(self, other), "aten::_foreach_div.Tensor",
+                  [&] { return native::foreach_tensor_div_tensor_kernel_slow(self, other); },
+                  by_tensor<OR_OP_DIV>(self, other));
 }
 
-// ---- lerp, addcmul, addcdiv, sqrt ----
+// ---- lerp, maximum, addcmul, addcdiv ----
 
 void lerp_scalar_(TensorList self, TensorList end, const Scalar& weight) {
-  if (!on_engine({self, end})) {
-    return native::foreach_tensor_lerp_list_kernel_slow_(self, end, weight);
-  }
-  count("aten::_foreach_lerp_.Scalar");
-  launch_elementwise_list(OR_OP_LERP_SCALAR, {self, self, end}, {weight});
+  in_place({self, end}, true, "aten::_foreach_lerp_.Scalar",
+           [&] { native::foreach_tensor_lerp_list_kernel_slow_(self, end, weight); },
+           by_list<OR_OP_LERP_SCALAR>(self, end, {weight}));
 }
-
 std::vector<Tensor> lerp_scalar(TensorList self, TensorList end, const Scalar& weight) {
-  if (!on_engine({self, end})) {
-    return native::foreach_tensor_lerp_list_kernel_slow(self, end, weight);
-  }
-  count("aten::_foreach_lerp.Scalar");
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(OR_OP_LERP_SCALAR, {out, self, end}, {weight});
-  return out;
+  return into_new({self, end}, true, "aten::_foreach_lerp.Scalar",
+                  [&] { return native::foreach_tensor_lerp_list_kernel_slow(self, end, weight); },
+                  by_list<OR_OP_LERP_SCALAR>(self, end, {weight}));
+}
+void maximum_list_(TensorList self, TensorList other) {
+  in_place({self, other}, true, "aten::_foreach_maximum_.List",
+           [&] { native::foreach_tensor_clamp_min_list_kernel_slow_(self, other); },
+           by_list<OR_OP_MAXIMUM>(self, other));
+}
+std::vector<Tensor> maximum_list(TensorList self, TensorList other) {
+  return into_new({self, other}, true, "aten::_foreach_maximum.List",
+                  [&] { return native::foreach_tensor_clamp_min_list_kernel_slow(self, other); },
+                  by_list<OR_OP_MAXIMUM>(self, other));
 }
 
-// addcmul or addcdiv (`Op`) with one value, or one per position (value_to 0).
+// addcmul or addcdiv (`Op`) of t1 and t2 with one value per tensor (args[0]).
 template <or_op Op>
-void pointwise_(TensorList self, TensorList t1, TensorList t2, at::ArrayRef<Scalar> values, const char* name) {
-  count(name);
-  launch_elementwise_list(Op, {self, self, t1, t2}, {}, 0, values);
-}
-
-template <or_op Op>
-std::vector<Tensor> pointwise(TensorList self, TensorList t1, TensorList t2, at::ArrayRef<Scalar> values,
-                              const char* name) {
-  count(name);
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(Op, {out, self, t1, t2}, {}, 0, values);
-  return out;
+auto pointwise(TensorList self, TensorList t1, TensorList t2, at::ArrayRef<Scalar> values) {
+  return [=](TensorList out) { launch_elementwise_list(Op, {out, self, t1, t2}, {}, 0, values); };
 }
 
 void addcmul_scalar_(TensorList self, TensorList t1, TensorList t2, const Scalar& value) {
-  if (!on_engine({self, t1, t2})) {
-    return native::foreach_tensor_addcmul_scalar_slow_(self, t1, t2, value);
-  }
-  pointwise_<OR_OP_ADDCMUL>(self, t1, t2, repeated(value, self.size()), "aten::_foreach_addcmul_.Scalar");
+  in_place({self, t1, t2}, true, "aten::_foreach_addcmul_.Scalar",
+           [&] { native::foreach_tensor_addcmul_scalar_slow_(self, t1, t2, value); },
+           pointwise<OR_OP_ADDCMUL>(self, t1, t2, repeated(value, self.size())));
 }
 std::vector<Tensor> addcmul_scalar(TensorList self, TensorList t1, TensorList t2, const Scalar& value) {
-  if (!on_engine({self, t1, t2})) {
-    return native::foreach_tensor_addcmul_scalar_slow(self, t1, t2, value);
-  }
-  return pointwise<OR_OP_ADDCMUL>(self, t1, t2, repeated(value, self.size()), "aten::_foreach_addcmul.Scalar");
+  return into_new({self, t1, t2}, true, "aten::_foreach_addcmul.Scalar",
+                  [&] { return native::foreach_tensor_addcmul_scalar_slow(self, t1, t2, value); },
+                  pointwise<OR_OP_ADDCMUL>(self, t1, t2, repeated(value, self.size())));
 }
 void addcmul_scalarlist_(TensorList self, TensorList t1, TensorList t2, at::ArrayRef<Scalar> values) {
-  if (!on_engine({self, t1, t2}) || values.size() != self.size()) {
-    return native::foreach_tensor_addcmul_scalarlist_slow_(self, t1, t2, values);
-  }
-  pointwise_<OR_OP_ADDCMUL>(self, t1, t2, values, "aten::_foreach_addcmul_.ScalarList");
+  in_place({self, t1, t2}, values.size() == self.size(), "aten::_foreach_addcmul_.ScalarList",
+           [&] { native::foreach_tensor_addcmul_scalarlist_slow_(self, t1, t2, values); },
+           pointwise<OR_OP_ADDCMUL>(self, t1, t2, values));
 }
 void addcdiv_scalar_(TensorList self, TensorList t1, TensorList t2, const Scalar& value) {
-  if (!on_engine({self, t1, t2})) {
-    return native::foreach_tensor_addcdiv_scalar_slow_(self, t1, t2, value);
-  }
-  pointwise_<OR_OP_ADDCDIV>(self, t1, t2, repeated(value, self.size()), "aten::_foreach_addcdiv_.Scalar");
+  in_place({self, t1, t2}, true, "aten::_foreach_addcdiv_.Scalar",
+           [&] { native::foreach_tensor_addcdiv_scalar_slow_(self, t1, t2, value); },
+           pointwise<OR_OP_ADDCDIV>(self, t1, t2, repeated(value, self.size())));
 }
 std::vector<Tensor> addcdiv_scalar(TensorList self, TensorList t1, TensorList t2, const Scalar& value) {
-  if (!on_engine({self, t1, t2})) {
-    return native::foreach_tensor_addcdiv_scalar_slow(self, t1, t2, value);
-  }
-  return pointwise<OR_OP_ADDCDIV>(self, t1, t2, repeated(value, self.size()), "aten::_foreach_addcdiv.Scalar");
+  return into_new({self, t1, t2}, true, "aten::_foreach_addcdiv.Scalar",
+                  [&] { return native::foreach_tensor_addcdiv_scalar_slow(self, t1, t2, value); },
+                  pointwise<OR_OP_ADDCDIV>(self, t1, t2, repeated(value, self.size())));
 }
 void addcdiv_scalarlist_(TensorList self, TensorList t1, TensorList t2, at::ArrayRef<Scalar> values) {
-  if (!on_engine({self, t1, t2}) || values.size() != self.size()) {
-    return native::foreach_tensor_addcdiv_scalarlist_slow_(self, t1, t2, values);
-  }
-  pointwise_<OR_OP_ADDCDIV>(self, t1, t2, values, "aten::_foreach_addcdiv_.ScalarList");
+  in_place({self, t1, t2}, values.size() == self.size(), "aten::_foreach_addcdiv_.ScalarList",
+           [&] { native::foreach_tensor_addcdiv_scalarlist_slow_(self, t1, t2, values); },
+           pointwise<OR_OP_ADDCDIV>(self, t1, t2, values));
 }
 std::vector<Tensor> addcdiv_scalarlist(TensorList self, TensorList t1, TensorList t2, at::ArrayRef<Scalar> values) {
-  if (!on_engine({self, t1, t2}) || values.size() != self.size()) {
-    return native::foreach_tensor_addcdiv_scalarlist_slow(self, t1, t2, values);
-  }
-  return pointwise<OR_OP_ADDCDIV>(self, t1, t2, values, "aten::_foreach_addcdiv.ScalarList");
+  return into_new({self, t1, t2}, values.size() == self.size(), "aten::_foreach_addcdiv.ScalarList",
+                  [&] { return native::foreach_tensor_addcdiv_scalarlist_slow(self, t1, t2, values); },
+                  pointwise<OR_OP_ADDCDIV>(self, t1, t2, values));
+}
+
+// ---- sqrt, neg, zero_, copy_ ----
+
+template <or_op Op>
+auto unary(TensorList self) {
+  return [=](TensorList out) { launch_elementwise_list(Op, {out, self}); };
 }
 
 void sqrt_list_(TensorList self) {
-  if (!on_engine({self})) {
-    return native::foreach_tensor_sqrt_slow_(self);
-  }
-  count("aten::_foreach_sqrt_");
-  launch_elementwise_list(OR_OP_SQRT, {self, self});
+  in_place({self}, true, "aten::_foreach_sqrt_", [&] { native::foreach_tensor_sqrt_slow_(self); },
+           unary<OR_OP_SQRT>(self));
 }
-
 std::vector<Tensor> sqrt_list(TensorList self) {
-  if (!on_engine({self})) {
-    return native::foreach_tensor_sqrt_slow(self);
-  }
-  count("aten::_foreach_sqrt");
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(OR_OP_SQRT, {out, self});
-  return out;
+  return into_new({self}, true, "aten::_foreach_sqrt", [&] { return native::foreach_tensor_sqrt_slow(self); },
+                  unary<OR_OP_SQRT>(self));
 }
-
-// ---- a 0-dim device tensor for every position (clip_grad_norm_'s scale) ----
-
-template <or_op Op>
-void tensor_(TensorList self, const Tensor& other, const char* name, std::initializer_list<Scalar> args,
-             void (*slow)(TensorList, const Tensor&)) {
-  if (!on_engine({self}) || !device_scalar(self, other)) {
-    return slow(self, other);
-  }
-  count(name);
-  const std::vector<Tensor> others(self.size(), other);
-  launch_elementwise_list(Op, {self, self, others}, args, -1, {}, 1u << 2);
-}
-
-template <or_op Op>
-std::vector<Tensor> tensor(TensorList self, const Tensor& other, const char* name, std::initializer_list<Scalar> args,
-                           std::vector<Tensor> (*slow)(TensorList, const Tensor&)) {
-  if (!on_engine({self}) || !device_scalar(self, other)) {
-    return slow(self, other);
-  }
-  count(name);
-  std::vector<Tensor> out = outputs_like(self);
-  const std::vector<Tensor> others(self.size(), other);
-  launch_elementwise_list(Op, {out, self, others}, args, -1, {}, 1u << 2);
-  return out;
-}
-
-void mul_tensor_(TensorList self, const Tensor& other) {
-  tensor_<OR_OP_MUL>(self, other, "aten::_foreach_mul_.Tensor", {}, native::foreach_tensor_mul_tensor_kernel_slow_);
-}
-std::vector<Tensor> mul_tensor(TensorList self, const Tensor& other) {
-  return tensor<OR_OP_MUL>(self, other, "aten::_foreach_mul.Tensor", {}, native::foreach_tensor_mul_tensor_kernel_slow);
-}
-void div_tensor_(TensorList self, const Tensor& other) {
-  tensor_<OR_OP_DIV>(self, other, "aten::_foreach_div_.Tensor", {}, native::foreach_tensor_div_tensor_kernel_slow_);
-}
-std::vector<Tensor> div_tensor(TensorList self, const Tensor& other) {
-  return tensor<OR_OP_DIV>(self, other, "aten::_foreach_div.Tensor", {}, native::foreach_tensor_div_tensor_kernel_slow);
-}
-void add_tensor_(TensorList self, const Tensor& other, const Scalar& alpha) {
-  if (!on_engine({self}) || !device_scalar(self, other)) {
-    return native::foreach_tensor_add_tensor_kernel_slow_(self, other, alpha);
-  }
-  count("aten::_foreach_add_.Tensor");
-  const std::vector<Tensor> others(self.size(), other);
-  launch_elementwise_list(OR_OP_ADD, {self, self, others}, {alpha}, -1, {}, 1u << 2);
-}
-
-// ---- sub (add of the negated scalar or alpha), neg, maximum, zero_, copy_ ----
-
-void sub_scalar_(TensorList self, const Scalar& scalar) {
-  if (!on_engine({self})) {
-    return native::foreach_tensor_sub_scalar_kernel_slow_(self, scalar);
-  }
-  count("aten::_foreach_sub_.Scalar");
-  launch_elementwise_list(OR_OP_ADD, {self, self}, {-1}, 2, repeated(scalar, self.size()));
-}
-void sub_list_(TensorList self, TensorList other, const Scalar& alpha) {
-  if (!on_engine({self, other})) {
-    return native::foreach_tensor_sub_list_kernel_slow_(self, other, alpha);
-  }
-  count("aten::_foreach_sub_.List");
-  launch_elementwise_list(OR_OP_ADD, {self, self, other}, {-alpha});
-}
-std::vector<Tensor> sub_list(TensorList self, TensorList other, const Scalar& alpha) {
-  if (!on_engine({self, other})) {
-    return native::foreach_tensor_sub_list_kernel_slow(self, other, alpha);
-  }
-  count("aten::_foreach_sub.List");
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(OR_OP_ADD, {out, self, other}, {-alpha});
-  return out;
-}
-
 void neg_(TensorList self) {
-  if (!on_engine({self})) {
-    return native::foreach_tensor_neg_slow_(self);
-  }
-  count("aten::_foreach_neg_");
-  launch_elementwise_list(OR_OP_NEG, {self, self});
+  in_place({self}, true, "aten::_foreach_neg_", [&] { native::foreach_tensor_neg_slow_(self); }, unary<OR_OP_NEG>(self));
 }
 std::vector<Tensor> neg(TensorList self) {
-  if (!on_engine({self})) {
-    return native::foreach_tensor_neg_slow(self);
-  }
-  count("aten::_foreach_neg");
-  std::vector<Tensor> out = outputs_like(self);
-  launch_elementwise_list(OR_OP_NEG, {out, self});
-  return out;
+  return into_new({self}, true, "aten::_foreach_neg", [&] { return native::foreach_tensor_neg_slow(self); },
+                  unary<OR_OP_NEG>(self));
 }
-
-void maximum_list_(TensorList self, TensorList other) {
-  list_<OR_OP_MAXIMUM>(self, other, "aten::_foreach_maximum_.List", native::foreach_tensor_clamp_min_list_kernel_slow_);
-}
-std::vector<Tensor> maximum_list(TensorList self, TensorList other) {
-  return list<OR_OP_MAXIMUM>(self, other, "aten::_foreach_maximum.List",
-                             native::foreach_tensor_clamp_min_list_kernel_slow);
-}
-
 void zero_(TensorList self) {
-  if (!on_engine({self})) {
-    return native::foreach_tensor_zero_slow_(self);
-  }
-  count("aten::_foreach_zero_");
-  launch_elementwise_list(OR_OP_FILL, {self}, {0});
+  in_place({self}, true, "aten::_foreach_zero_", [&] { native::foreach_tensor_zero_slow_(self); },
+           [](TensorList out) { launch_elementwise_list(OR_OP_FILL, {out}, {0}); });
 }
-
 void copy_(TensorList self, TensorList src, bool non_blocking) {
-  if (!on_engine({self, src})) {
-    return native::foreach_tensor_copy_list_kernel_slow_(self, src, non_blocking);
-  }
-  count("aten::_foreach_copy_");
-  launch_elementwise_list(OR_OP_COPY, {self, src});
+  in_place({self, src}, true, "aten::_foreach_copy_",
+           [&] { native::foreach_tensor_copy_list_kernel_slow_(self, src, non_blocking); }, unary<OR_OP_COPY>(src));
 }
 
 } // namespace
