@@ -62,6 +62,11 @@ bool on_engine(std::initializer_list<at::TensorList> lists) {
   return true;
 }
 
+bool device_scalar(at::TensorList self, const at::Tensor& other) {
+  return !self.empty() && other.defined() && other.dim() == 0 && other.device() == self[0].device() &&
+         other.scalar_type() == self[0].scalar_type();
+}
+
 namespace {
 
 using at::Scalar;
@@ -69,13 +74,6 @@ using namespace openreg::engine;
 using at::Tensor;
 using at::TensorList;
 namespace native = at::native;
-
-// Whether `other` can be the one value of every position: a 0-dim tensor on
-// the lists' device, of their dtype.
-bool device_scalar(TensorList self, const Tensor& other) {
-  return other.defined() && other.dim() == 0 && other.device() == self[0].device() &&
-         other.scalar_type() == self[0].scalar_type();
-}
 
 void count(const char* op) {
   openreg::count_op(op, true);

@@ -14,4 +14,8 @@ namespace openreg::foreach_ops {
 // position of one shape.
 bool on_engine(std::initializer_list<at::TensorList> lists);
 
+// Whether `other` can be the one value of every position of lists whose
+// first is `self`: a 0-dim tensor of self's dtype on self's device.
+bool device_scalar(at::TensorList self, const at::Tensor& other);
+
 } // namespace openreg::foreach_ops

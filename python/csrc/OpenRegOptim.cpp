@@ -175,12 +175,10 @@ bool sgd_step_lists(TensorList params, TensorList grads, TensorList momentum_buf
                     const std::optional<Tensor>& grad_scale) {
   using engine::launch_elementwise_list;
   const bool scaled = grad_scale.has_value() && grad_scale->defined();
-  const auto device_scalar = [&](const Tensor& t) {
-    return t.dim() == 0 && t.device() == params[0].device() && t.scalar_type() == params[0].scalar_type();
-  };
   if (!foreach_ops::on_engine({params, grads}) ||
       (momentum != 0.0 && !foreach_ops::on_engine({params, grads, momentum_buffers})) ||
-      (scaled && !device_scalar(*grad_scale)) || (lr.tensor.defined() && !device_scalar(lr.tensor))) {
+      (scaled && !foreach_ops::device_scalar(params, *grad_scale)) ||
+      (lr.tensor.defined() && !foreach_ops::device_scalar(params, lr.tensor))) {
     return false;
   }
   const size_t n = params.size();
