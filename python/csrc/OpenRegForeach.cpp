@@ -67,6 +67,19 @@ bool device_scalar(at::TensorList self, const at::Tensor& other) {
          other.scalar_type() == self[0].scalar_type();
 }
 
+std::vector<at::Tensor> outputs_like(at::TensorList self) {
+  std::vector<at::Tensor> out;
+  out.reserve(self.size());
+  for (const at::Tensor& t : self) {
+    out.push_back(at::empty_like(t, at::MemoryFormat::Contiguous));
+  }
+  return out;
+}
+
+std::vector<at::Scalar> repeated(const at::Scalar& value, size_t n) {
+  return std::vector<at::Scalar>(n, value);
+}
+
 namespace {
 
 using at::Scalar;
@@ -77,21 +90,6 @@ namespace native = at::native;
 
 void count(const char* op) {
   openreg::count_op(op, true);
-}
-
-// New tensors shaped as `self`'s, for the out-of-place forms.
-std::vector<Tensor> outputs_like(TensorList self) {
-  std::vector<Tensor> out;
-  out.reserve(self.size());
-  for (const Tensor& t : self) {
-    out.push_back(at::empty_like(t, at::MemoryFormat::Contiguous));
-  }
-  return out;
-}
-
-// A scalar for every position (a scalar operand the same for all).
-std::vector<Scalar> repeated(const Scalar& value, size_t n) {
-  return std::vector<Scalar>(n, value);
 }
 
 // Runs an in-place foreach op: `launch(self)` computes it in one launch when

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -17,5 +18,11 @@ bool on_engine(std::initializer_list<at::TensorList> lists);
 // Whether `other` can be the one value of every position of lists whose
 // first is `self`: a 0-dim tensor of self's dtype on self's device.
 bool device_scalar(at::TensorList self, const at::Tensor& other);
+
+// New contiguous tensors shaped as `self`'s, for out-of-place forms.
+std::vector<at::Tensor> outputs_like(at::TensorList self);
+
+// A scalar for every position (a scalar operand the same for all).
+std::vector<at::Scalar> repeated(const at::Scalar& value, size_t n);
 
 } // namespace openreg::foreach_ops

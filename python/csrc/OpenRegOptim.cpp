@@ -182,16 +182,9 @@ bool sgd_step_lists(TensorList params, TensorList grads, TensorList momentum_buf
     return false;
   }
   const size_t n = params.size();
-  const auto fresh = [&]() {
-    std::vector<Tensor> out;
-    out.reserve(n);
-    for (const Tensor& p : params) {
-      out.push_back(at::empty_like(p, at::MemoryFormat::Contiguous));
-    }
-    return out;
-  };
+  const auto fresh = [&]() { return foreach_ops::outputs_like(params); };
   const auto each = [&](const Tensor& t) { return std::vector<Tensor>(n, t); };
-  const auto values = [&](double v) { return std::vector<c10::Scalar>(n, v); };
+  const auto values = [&](double v) { return foreach_ops::repeated(v, n); };
   std::vector<Tensor> g(grads.begin(), grads.end());
   if (scaled) {  // g = grad / grad_scale
     std::vector<Tensor> out = fresh();
