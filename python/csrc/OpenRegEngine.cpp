@@ -34,6 +34,7 @@ uint32_t engine_kernel(c10::DeviceIndex device) {
 }
 constexpr char kElementwise[] = "elementwise";
 constexpr char kElementwiseList[] = "elementwise_list";
+constexpr char kOptimList[] = "optim_list";
 constexpr char kReduce[] = "reduce";
 constexpr char kIndex[] = "index";
 constexpr char kNonzero[] = "nonzero";
@@ -388,6 +389,66 @@ void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
         device, current_stream(device).id(), engine_kernel<kElementwiseList>(device), block_bytes,
         rust::Slice<const uint32_t>(pointers.data(), pointers.size()), parallel(total * (costly(op) ? 8 : 1)),
         label.empty() ? label : label + std::to_string(items)));
+  }
+}
+
+void launch_optim_list(const or_optim_head& head, const std::vector<at::TensorList>& lists, at::TensorList steps,
+                       const at::Tensor& lr, const at::Tensor& grad_scale, const at::Tensor& found_inf) {
+  const int nlists = static_cast<int>(lists.size());
+  TORCH_INTERNAL_ASSERT(nlists >= 3 && nlists <= 5 && head.kind < OR_OPTIM_COUNT);
+  const size_t positions = lists[0].size();
+  if (positions == 0) {
+    return;
+  }
+  constexpr std::array<const char*, OR_OPTIM_COUNT> kOptimNames = {"adam", "adamw", "adagrad"};
+  const c10::DeviceIndex device = lists[0][0].device().index();
+  const std::string label = recording_activity() ? std::string(kOptimNames[head.kind]) + " x " : std::string();
+  // A 0-dim tensor's address at `field` of the block, and its dtype.
+  const auto scalar = [](const at::Tensor& t, uint64_t& field, uint32_t& dtype, std::vector<uint32_t>& pointers,
+                         size_t offset) {
+    field = reinterpret_cast<uint64_t>(t.data_ptr());
+    dtype = static_cast<uint32_t>(t.scalar_type());
+    pointers.push_back(static_cast<uint32_t>(offset));
+  };
+  for (size_t begin = 0; begin < positions; begin += OR_LIST_MAX) {
+    const size_t items = std::min<size_t>(OR_LIST_MAX, positions - begin);
+    std::vector<uint8_t> bytes(offsetof(or_optim_list, item) + items * sizeof(or_optim_item));
+    auto* block = reinterpret_cast<or_optim_list*>(bytes.data());
+    block->head = head;
+    block->head.items = static_cast<uint32_t>(items);
+    std::vector<uint32_t> pointers;
+    pointers.reserve(items * (nlists + 1) + 3);
+    if (lr.defined()) {
+      scalar(lr, block->head.lr_tensor, block->head.scalar_dtypes[OR_OPTIM_LR], pointers,
+             offsetof(or_optim_head, lr_tensor));
+    }
+    if (grad_scale.defined()) {
+      scalar(grad_scale, block->head.grad_scale, block->head.scalar_dtypes[OR_OPTIM_SCALE], pointers,
+             offsetof(or_optim_head, grad_scale));
+    }
+    if (found_inf.defined()) {
+      scalar(found_inf, block->head.found_inf, block->head.scalar_dtypes[OR_OPTIM_INF], pointers,
+             offsetof(or_optim_head, found_inf));
+    }
+    int64_t total = 0;
+    for (size_t i = 0; i < items; ++i) {
+      or_optim_item& item = block->item[i];
+      const size_t at = offsetof(or_optim_list, item) + i * sizeof(or_optim_item);
+      item.n = lists[0][begin + i].numel();
+      total += item.n;
+      // param, grad and the states are the item's first five addresses
+      for (int k = 0; k < nlists; ++k) {
+        const auto address = reinterpret_cast<uint64_t>(lists[k][begin + i].data_ptr());
+        std::memcpy(bytes.data() + at + sizeof(uint64_t) * k, &address, sizeof(address));
+        pointers.push_back(static_cast<uint32_t>(at + sizeof(uint64_t) * k));
+      }
+      scalar(steps[begin + i], item.step, block->head.scalar_dtypes[OR_OPTIM_STEP], pointers,
+             at + offsetof(or_optim_item, step));
+    }
+    const rust::Slice<const uint8_t> block_bytes(bytes.data(), bytes.size());
+    OPENREG_CHECK(openreg::launch_engine(device, current_stream(device).id(), engine_kernel<kOptimList>(device),
+                                         block_bytes, rust::Slice<const uint32_t>(pointers.data(), pointers.size()),
+                                         parallel(total * 4), label.empty() ? label : label + std::to_string(items)));
   }
 }
 

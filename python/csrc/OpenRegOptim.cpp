@@ -1,15 +1,19 @@
 // The fused optimizer steps torch.optim calls with fused=True: Adam, AdamW,
-// SGD and Adagrad, each with a float or a tensor learning rate. Each step is
-// written with device ops per parameter, with the arithmetic of ATen's CPU
-// fused kernels; the step counts (which the optimizer has already advanced)
-// stay on the device, and so do the bias corrections computed from them.
-// SGD, which has no per-parameter scalars, runs each of those ops once for
-// all the parameters (the engine's elementwise_list kernel, as the _foreach_
-// ops) when every tensor is contiguous and of one dtype.
+// SGD and Adagrad, each with a float or a tensor learning rate.
 //
-// With AMP's GradScaler the gradients are divided by `grad_scale`, and a
-// `found_inf` of 1 skips the whole step, as on CPU: reading that flag is the
-// one value the step brings back to the host.
+// Adam, AdamW and Adagrad run as the engine's optim_list kernel: one launch
+// for the whole list, one pass over each parameter's tensors, with the
+// arithmetic of ATen's CPU fused kernels; the step counts, a tensor learning
+// rate, GradScaler's grad_scale and found_inf are read on the device, so the
+// step brings nothing back to the host. SGD, which has no per-parameter
+// scalars, runs each of its ops once for all the parameters (the engine's
+// elementwise_list kernel, as the _foreach_ ops). Lists the kernels do not
+// take (mixed dtypes, strided tensors, scalars on another device) run the
+// same steps as device ops per parameter (each op rounding on its own), which
+// read found_inf on the host.
+//
+// With grad_scale the gradients are divided by it and stored back so, as on
+// CPU, and a found_inf of 1 skips the whole step.
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -39,8 +43,10 @@ Lr lr_of(double lr) {
   return {lr, Tensor()};
 }
 
+// A CPU tensor's value is read here, as CPU's fused kernels read theirs; a
+// device tensor's stays on the device.
 Lr lr_of(const Tensor& lr) {
-  return {0.0, lr};
+  return lr.device().is_cpu() ? Lr{lr.item<double>(), Tensor()} : Lr{0.0, lr};
 }
 
 bool lists_on_engine(std::initializer_list<TensorList> lists) {
@@ -66,10 +72,52 @@ bool skip_step(const std::optional<Tensor>& found_inf) {
   return found_inf.has_value() && found_inf->defined() && found_inf->item<double>() == 1.0;
 }
 
-// The gradient as the step uses it: unscaled, and negated to maximize.
+// The gradient as the step uses it: unscaled (and stored back so, as CPU's
+// fused kernels do), and negated to maximize.
 Tensor step_grad(const Tensor& grad, const std::optional<Tensor>& grad_scale, bool maximize) {
-  Tensor g = grad_scale.has_value() && grad_scale->defined() ? grad / *grad_scale : grad;
-  return maximize ? g.neg() : g;
+  if (grad_scale.has_value() && grad_scale->defined()) {
+    grad.div_(*grad_scale);
+  }
+  return maximize ? grad.neg() : grad;
+}
+
+// Whether `t` can be a scalar operand of the engine's optim_list kernel (a
+// step count, a tensor learning rate, grad_scale, found_inf): one float32 or
+// float64 element on the parameters' device.
+bool step_scalar(TensorList params, const Tensor& t) {
+  return t.numel() == 1 && t.device() == params[0].device() &&
+         (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble);
+}
+
+// A fused step as launches of the engine's optim_list kernel, one pass over
+// each parameter's tensors, when the tensors allow it: `lists` (parameters,
+// gradients, the optimizer's states) on_engine and the scalars step_scalar.
+// `head` gives the optimizer and its hyperparameters. Returns false, having
+// run nothing, otherwise.
+bool step_lists(engine::or_optim_head head, std::initializer_list<TensorList> lists, TensorList steps, const Lr& lr,
+                const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+  const TensorList params = *lists.begin();
+  const auto given = [](const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); };
+  const Tensor scale = given(grad_scale), inf = given(found_inf);
+  if (!foreach_ops::on_engine(lists) || steps.size() != params.size()) {
+    return false;
+  }
+  for (const Tensor& t : {lr.tensor, scale, inf}) {
+    if (t.defined() && !step_scalar(params, t)) {
+      return false;
+    }
+  }
+  for (const Tensor& step : steps) {
+    if (!step.defined() || !step_scalar(params, step)) {
+      return false;
+    }
+  }
+  head.dtype = static_cast<uint32_t>(params[0].scalar_type());
+  head.flags |= (lr.tensor.defined() ? OR_OPTIM_LR_TENSOR : 0u) | (scale.defined() ? OR_OPTIM_GRAD_SCALE : 0u) |
+                (inf.defined() ? OR_OPTIM_FOUND_INF : 0u);
+  head.lr = lr.value;
+  engine::launch_optim_list(head, std::vector<TensorList>(lists), steps, lr.tensor, scale, inf);
+  return true;
 }
 
 enum class AdamMode { Original, AdamW };
@@ -88,6 +136,18 @@ void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorL
   check_lengths(params, {grads, exp_avgs, exp_avg_sqs, state_steps}, op);
   TORCH_CHECK(!amsgrad || max_exp_avg_sqs.size() == params.size(), op, ": amsgrad needs max_exp_avg_sqs for every "
               "parameter");
+  engine::or_optim_head head{};
+  head.kind = Mode == AdamMode::AdamW ? engine::OR_OPTIM_ADAMW : engine::OR_OPTIM_ADAM;
+  head.flags = (amsgrad ? OR_OPTIM_AMSGRAD : 0u) | (maximize ? OR_OPTIM_MAXIMIZE : 0u);
+  head.beta1 = beta1;
+  head.beta2 = beta2;
+  head.weight_decay = weight_decay;
+  head.eps = eps;
+  if (amsgrad ? step_lists(head, {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs}, state_steps, lr, grad_scale,
+                           found_inf)
+              : step_lists(head, {params, grads, exp_avgs, exp_avg_sqs}, state_steps, lr, grad_scale, found_inf)) {
+    return;
+  }
   if (skip_step(found_inf)) {
     return;
   }
@@ -186,10 +246,8 @@ bool sgd_step_lists(TensorList params, TensorList grads, TensorList momentum_buf
   const auto each = [&](const Tensor& t) { return std::vector<Tensor>(n, t); };
   const auto values = [&](double v) { return foreach_ops::repeated(v, n); };
   std::vector<Tensor> g(grads.begin(), grads.end());
-  if (scaled) {  // g = grad / grad_scale
-    std::vector<Tensor> out = fresh();
-    launch_elementwise_list(engine::OR_OP_DIV, {out, g, each(*grad_scale)}, {}, -1, {}, 1u << 2);
-    g = std::move(out);
+  if (scaled) {  // grad /= grad_scale (stored back, as step_grad does)
+    launch_elementwise_list(engine::OR_OP_DIV, {g, g, each(*grad_scale)}, {}, -1, {}, 1u << 2);
   }
   if (maximize) {
     std::vector<Tensor> out = fresh();
@@ -256,7 +314,13 @@ void adagrad_step(TensorList params, TensorList grads, TensorList state_sums, Te
                   double lr_decay, double weight_decay, double eps, bool maximize,
                   const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   check_lengths(params, {grads, state_sums, state_steps}, "_fused_adagrad_");
-  if (skip_step(found_inf)) {
+  engine::or_optim_head head{};
+  head.kind = engine::OR_OPTIM_ADAGRAD;
+  head.flags = maximize ? OR_OPTIM_MAXIMIZE : 0u;
+  head.lr_decay = lr_decay;
+  head.weight_decay = weight_decay;
+  head.eps = eps;
+  if (step_lists(head, {params, grads, state_sums}, state_steps, lr, grad_scale, found_inf) || skip_step(found_inf)) {
     return;
   }
   for (size_t i = 0; i < params.size(); ++i) {

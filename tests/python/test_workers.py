@@ -81,6 +81,17 @@ SCRIPT = textwrap.dedent(
     for m in models:
         for p in m.parameters():
             take(p)
+    # fused optimizers: one optim_list launch per step, its elements split between the workers
+    params = [torch.randn(n, generator=g).to(dev).requires_grad_() for n in (30011, 777, 9)]
+    for make in (lambda ps: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True, fused=True),
+                 lambda ps: torch.optim.Adagrad(ps, lr=1e-2, weight_decay=0.1, fused=True)):
+        opt = make(params)
+        for _ in range(2):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=g).to(dev)
+            opt.step()
+        for p in params:
+            take(p)
     print(digest.hexdigest(), *_C.launch_counts(0))
     """
 )

@@ -1,0 +1,170 @@
+"""fused=True Adam, AdamW and Adagrad: one launch of the engine's optim_list kernel per list of
+parameters, one pass over each parameter's tensors.
+
+The steps must match CPU's fused kernels (their arithmetic is the kernel's model), keep their
+results whatever list the parameters come in (so however the workers split it), read the step
+counts, a tensor learning rate and GradScaler's scale and inf flag on the device, and leave the
+lists the kernel does not take (mixed dtypes, strided tensors) to per-parameter device ops.
+"""
+
+import pytest
+import torch
+from torch_openreg import _C
+
+DEV = "openreg"
+# odd sizes (partial vectors), one element, and one large enough to be split between workers
+SHAPES = [(7, 3), (1,), (33, 5), (64, 32), (20001,)]
+
+OPTIMIZERS = {
+    "adam": lambda p, d: torch.optim.Adam(p, lr=0.05, fused=True),
+    "adam-decay-amsgrad": lambda p, d: torch.optim.Adam(p, lr=0.05, fused=True, weight_decay=0.1, amsgrad=True),
+    "adamw-device-lr-maximize": lambda p, d: torch.optim.AdamW(p, lr=torch.tensor(0.05, device=d), fused=True,
+                                                               maximize=True),
+    "adamw-cpu-lr": lambda p, d: torch.optim.AdamW(p, lr=torch.tensor(0.02), fused=True, weight_decay=0.3),
+    "adamw-small-beta1": lambda p, d: torch.optim.AdamW(p, lr=0.01, betas=(0.2, 0.9), fused=True),
+    "adagrad": lambda p, d: torch.optim.Adagrad(p, lr=0.05, fused=True, lr_decay=0.01, weight_decay=0.1,
+                                                initial_accumulator_value=0.1),
+}
+# largest difference from CPU after four steps, relative and absolute, by dtype
+TOLERANCE = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-12, 1e-14), torch.bfloat16: (1.6e-2, 1e-2),
+             torch.float16: (2e-3, 1e-3)}
+
+
+def _launches():
+    torch.openreg.synchronize()
+    return sum(_C.launch_counts(0))
+
+
+def _train(device, make, dtype=torch.float32, shapes=SHAPES, steps=4, seed=5, transposed=False):
+    """Parameters and optimizer state after `steps` steps of `make` from seeded starts and gradients."""
+    g = torch.Generator().manual_seed(seed)
+    start = [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes]
+    grads = [[torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes] for _ in range(steps)]
+    if transposed:
+        params = [p.t().contiguous().to(device).t().requires_grad_() for p in start]
+    else:
+        params = [p.clone().to(device).requires_grad_() for p in start]
+    opt = make(params, device)
+    with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+        for step in grads:
+            for p, grad in zip(params, step):
+                p.grad = grad.to(device)
+            opt.step()
+    states = [{k: v.cpu() for k, v in opt.state[p].items() if k != "step"} for p in params]
+    return [p.detach().cpu() for p in params], states
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_fused_steps_match_cpu(name, dtype):
+    make = OPTIMIZERS[name]
+    rtol, atol = TOLERANCE[dtype]
+    torch.openreg.reset_op_counts()
+    dev_params, dev_states = _train(DEV, make, dtype)
+    cpu_params, cpu_states = _train("cpu", make, dtype)
+    assert any(op.startswith("aten::_fused_") and c["device"] > 0 for op, c in torch.openreg.op_counts().items())
+    for p, q in zip(dev_params, cpu_params):
+        assert p.dtype == dtype
+        torch.testing.assert_close(p, q, rtol=rtol, atol=atol)
+    for s, t in zip(dev_states, cpu_states):
+        assert s.keys() == t.keys()
+        for key in s:
+            torch.testing.assert_close(s[key], t[key], rtol=rtol, atol=atol)
+
+
+def test_a_step_is_one_launch_per_list_and_the_same_bits_per_parameter():
+    """Three hundred parameters step in two launches (the kernel takes 256 at a time), after the
+    optimizer's step-count increment (a _foreach_add_, two launches too); stepping each parameter in a list of its own (so the workers
+    split different element ranges) gives the same bits."""
+    g = torch.Generator().manual_seed(2)
+    start = [torch.randn(int(n), generator=g) for n in torch.randint(1, 400, (300,), generator=g)]
+    start.append(torch.randn(40000, generator=g))  # split between workers
+    grads = [torch.randn_like(p) for p in start]
+    together = [p.clone().to(DEV).requires_grad_() for p in start]
+    alone = [p.clone().to(DEV).requires_grad_() for p in start]
+    make = lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.05, amsgrad=True, fused=True)
+    opt, opts = make(together), [make([p]) for p in alone]
+    for p, q, grad in zip(together, alone, grads):
+        p.grad, q.grad = grad.to(DEV), grad.to(DEV)
+    with torch.openreg.fallback_policy("error"):
+        opt.step()  # the first step also creates the state, a launch per tensor
+        before = _launches()
+        opt.step()
+        assert _launches() - before == 4
+        for _ in range(2):
+            for o in opts:
+                o.step()
+    assert all(torch.equal(p.detach().cpu(), q.detach().cpu()) for p, q in zip(together, alone))
+
+
+@pytest.mark.parametrize("name", ["adam-decay-amsgrad", "adamw-device-lr-maximize", "adagrad"])
+def test_lists_the_kernel_does_not_take_step_per_parameter_as_on_cpu(name):
+    """Strided parameters, and parameters of two dtypes, run as device ops per parameter. (CPU's
+    fused kernels pair a strided parameter's elements with its gradient's by memory position, so
+    the CPU answer is that of contiguous parameters.)"""
+    make = OPTIMIZERS[name]
+    shapes = [(7, 3), (33, 5), (64, 32)]
+    cpu_params, _ = _train("cpu", make, shapes=shapes)
+    for kwargs in ({"transposed": True}, {}):
+        launches = _launches()
+        dev_params, _ = _train(DEV, make, shapes=shapes, **kwargs)
+        launches = _launches() - launches
+        for p, q in zip(dev_params, cpu_params):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+        if kwargs:
+            per_parameter = launches
+        else:
+            assert launches < per_parameter
+    mixed = [torch.randn(5, 3).to(DEV).requires_grad_(), torch.randn(4, dtype=torch.float64).to(DEV).requires_grad_()]
+    expected = [p.detach().cpu().clone().requires_grad_() for p in mixed]
+    for ps, device in ((mixed, DEV), (expected, "cpu")):
+        opt = make(ps, device)
+        for p in ps:
+            p.grad = torch.ones_like(p)
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            opt.step()
+    for p, q in zip(mixed, expected):
+        torch.testing.assert_close(p.detach().cpu(), q.detach())
+
+
+@pytest.mark.parametrize("strided", [False, True], ids=["lists", "per-parameter"])
+@pytest.mark.parametrize("name", ["adam-decay-amsgrad", "adagrad"])
+def test_grad_scaler_steps_unscale_the_gradients_in_place_and_skip_on_inf(name, strided):
+    make = OPTIMIZERS[name]
+    g = torch.Generator().manual_seed(9)
+    start = [torch.randn(6, 5, generator=g), torch.randn(37, generator=g)]
+    grads = [torch.randn_like(p) * 1024 for p in start]
+    results = {}
+    for device in ("cpu", DEV):
+        params = [p.clone().to(device).requires_grad_() for p in start]
+        if strided and device == DEV:  # a transposed parameter: the per-parameter path
+            params[0] = start[0].t().contiguous().to(DEV).t().requires_grad_()
+        opt = make(params, device)
+        scale = torch.tensor(1024.0, device=device)
+        for p, grad in zip(params, grads):
+            p.grad = grad.clone().to(device)  # the step unscales it in place
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            # GradScaler hands its tensors to a fused optimizer through these attributes
+            opt.grad_scale, opt.found_inf = scale, torch.tensor(0.0, device=device)
+            opt.step()
+            unscaled = [p.grad.cpu() for p in params]
+            stepped = [p.detach().cpu().clone() for p in params]
+            opt.found_inf = torch.tensor(1.0, device=device)
+            opt.step()
+        results[device] = (unscaled, stepped, [p.detach().cpu() for p in params])
+    (cpu_grads, cpu_stepped, _), (dev_grads, dev_stepped, dev_after_inf) = results["cpu"], results[DEV]
+    for a, b, grad in zip(dev_grads, cpu_grads, grads):
+        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(a, grad / 1024)
+    for a, b, c in zip(dev_stepped, cpu_stepped, dev_after_inf):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        assert torch.equal(a, c)  # found_inf = 1: nothing changed
+
+
+def test_a_step_with_lists_of_different_lengths_is_refused():
+    p = [torch.randn(3, device=DEV)]
+    with pytest.raises(RuntimeError, match="_fused_adamw_"):
+        torch._fused_adamw_(p, [torch.randn(3, device=DEV)] * 2, [torch.zeros(3, device=DEV)],
+                            [torch.zeros(3, device=DEV)], [], [torch.ones((), device=DEV)], lr=0.1, beta1=0.9,
+                            beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+    assert p[0].add(1).cpu().shape == (3,)  # the device is still usable
