@@ -260,6 +260,22 @@ def transformer_step(device, reps=10):
     return training_steps(device, layer, opt, lambda out, _: out.square().mean(), x, None, reps)
 
 
+def optimizer_step(device, fused, reps=30):
+    """AdamW's step alone over a transformer encoder layer's parameters (as transformer_step's), fixed gradients."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True).to(device)
+    for p in layer.parameters():
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-3, fused=fused)
+
+    def step():
+        opt.step()
+        sync(device)
+
+    step()
+    return timed(step, reps)
+
+
 def training_row(name, t_or, t_cpu, flops):
     if flops:
         rate = lambda ts: flops / statistics.median(ts) / 1e9  # noqa: E731
@@ -393,6 +409,9 @@ def main():
                     cnn_step("cpu"), None)
     training += row("transformer encoder layer step, d_model 128, batch 8 x 64 tokens, AdamW",
                     transformer_step("openreg"), transformer_step("cpu"), None)
+    for fused, how in ((False, "foreach (the default)"), (True, "fused=True")):
+        training += row(f"AdamW step alone over that layer's 132K parameters, {how}", optimizer_step("openreg", fused),
+                        optimizer_step("cpu", fused), None)
 
     text = (f"Per-op time of 1-element ops (each op timed alone, no synchronize):\n\n{small}\n"
             f"Blocking round trips on 1-element tensors (on CPU the same calls, which do not leave the host):\n\n"
