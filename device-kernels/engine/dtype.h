@@ -51,6 +51,24 @@ ALWAYS_INLINE void split_range(int64_t n, int64_t align, int32_t worker, int32_t
   *hi = b < n ? b : n;
 }
 
+/* The part of a list launch (its items' elements taken one item after
+ * another) that worker `worker` of `workers` runs: elements [*lo, *hi) of
+ * the list, in equal ranges. `n` is the first item's element count, the
+ * others follow `stride` bytes apart; traps on a count out of range. */
+ALWAYS_INLINE void list_part(const int64_t *n, usize stride, uint32_t items, int32_t worker, int32_t workers,
+                             int64_t *lo, int64_t *hi) {
+  int64_t total = 0;
+  for (uint32_t i = 0; i < items; i++) {
+    const int64_t count = *(const int64_t *)((const char *)n + i * stride);
+    if (count < 0 || count > ((int64_t)1 << 48)) {
+      TRAP();
+    }
+    total += count;
+  }
+  *lo = total * worker / workers;
+  *hi = total * (worker + 1) / workers;
+}
+
 /* The dimension of [from, to) to split a box along: the largest, the
  * outermost of equals (so that parts are few contiguous runs). */
 ALWAYS_INLINE uint32_t split_dim(const int64_t *sizes, uint32_t from, uint32_t to) {

@@ -1137,16 +1137,8 @@ EXPORT(elementwise_list) void elementwise_list(const or_elementwise_list *params
       (broadcast & 1) != 0 || (broadcast >> head.ntensors) != 0) {
     TRAP();
   }
-  int64_t total = 0;
-  for (uint32_t i = 0; i < items; i++) {
-    const int64_t n = params->item[i].n;
-    if (n < 0 || n > ((int64_t)1 << 48)) {
-      TRAP();
-    }
-    total += n;
-  }
-  /* this worker's elements of the items taken one after another */
-  const int64_t lo = total * worker / workers, hi = total * (worker + 1) / workers;
+  int64_t lo, hi;
+  list_part(&params->item[0].n, sizeof(or_list_item), items, worker, workers, &lo, &hi);
   int64_t start = 0;
   for (uint32_t i = 0; i < items && start < hi; i++) {
     const or_list_item *item = &params->item[i];

@@ -277,17 +277,9 @@ EXPORT(optim_list) void optim_list(const or_optim_list *params, int32_t worker, 
   const int adagrad = head.kind == OR_OPTIM_ADAGRAD;
   const optim_shape shape = {adagrad, (adagrad || head.kind == OR_OPTIM_ADAM) && head.weight_decay != 0.0,
                              (flags & OR_OPTIM_GRAD_SCALE) != 0, !adagrad && (flags & OR_OPTIM_AMSGRAD) != 0};
-  int64_t total = 0;
-  for (uint32_t i = 0; i < items; i++) {
-    const int64_t n = params->item[i].n;
-    if (n < 0 || n > ((int64_t)1 << 48)) {
-      TRAP();
-    }
-    total += n;
-  }
   const int64_t size = (int64_t)dtype_size(dtype);
-  /* this worker's elements of the items taken one after another */
-  const int64_t lo = total * worker / workers, hi = total * (worker + 1) / workers;
+  int64_t lo, hi;
+  list_part(&params->item[0].n, sizeof(or_optim_item), items, worker, workers, &lo, &hi);
   int64_t start = 0;
   for (uint32_t i = 0; i < items && start < hi; i++) {
     const or_optim_item *item = &params->item[i];
