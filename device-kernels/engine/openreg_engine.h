@@ -306,14 +306,16 @@ OR_STATIC_ASSERT(offsetof(or_elementwise_list, item) == sizeof(or_elementwise) +
 
 /*
  * The parameter block of the `optim_list` kernel: one step of torch's fused
- * Adam, AdamW or Adagrad (`_fused_adam_`, `_fused_adamw_`, `_fused_adagrad_`)
- * over a list of parameters, one pass over each item's tensors, with the
- * arithmetic of ATen's CPU fused kernels. An item's tensors are contiguous, of
- * `dtype` (F32, F64, F16 or BF16), `n` elements each: the parameter, its
- * gradient and the optimizer's states (Adam: exp_avg, exp_avg_sq and, with
- * OR_OPTIM_AMSGRAD, max_exp_avg_sq; Adagrad: state_sum). `step` is the item's
- * step count, a 0-dim device tensor of `scalar_dtypes[OR_OPTIM_STEP]`, already
- * advanced. The learning rate is `lr`, or with OR_OPTIM_LR_TENSOR the 0-dim
+ * Adam, AdamW, Adagrad or SGD (`_fused_adam_`, `_fused_adamw_`,
+ * `_fused_adagrad_`, `_fused_sgd_`) over a list of parameters, one pass over
+ * each item's tensors, with the arithmetic of ATen's CPU fused kernels. An
+ * item's tensors are contiguous, of `dtype` (F32, F64, F16 or BF16), `n`
+ * elements each: the parameter, its gradient and the optimizer's states
+ * (Adam: exp_avg, exp_avg_sq and, with OR_OPTIM_AMSGRAD, max_exp_avg_sq;
+ * Adagrad: state_sum; SGD with momentum: the momentum buffer, which
+ * OR_OPTIM_FIRST_STEP sets to the gradient). `step` is the item's step count
+ * (Adam, Adagrad), a 0-dim device tensor of `scalar_dtypes[OR_OPTIM_STEP]`,
+ * already advanced. The learning rate is `lr`, or with OR_OPTIM_LR_TENSOR the 0-dim
  * device tensor at `lr_tensor`; with OR_OPTIM_GRAD_SCALE each gradient is
  * divided by the one at `grad_scale` (and stored back so, as CPU does); with
  * OR_OPTIM_FOUND_INF nothing runs when the one at `found_inf` is 1. The
@@ -324,7 +326,8 @@ enum or_optim {
   OR_OPTIM_ADAM = 0,
   OR_OPTIM_ADAMW = 1,
   OR_OPTIM_ADAGRAD = 2,
-  OR_OPTIM_COUNT = 3,
+  OR_OPTIM_SGD = 3,
+  OR_OPTIM_COUNT = 4,
 };
 
 #define OR_OPTIM_AMSGRAD 1u
@@ -332,6 +335,8 @@ enum or_optim {
 #define OR_OPTIM_LR_TENSOR 4u
 #define OR_OPTIM_GRAD_SCALE 8u
 #define OR_OPTIM_FOUND_INF 16u
+#define OR_OPTIM_NESTEROV 32u
+#define OR_OPTIM_FIRST_STEP 64u
 
 /* scalar_dtypes[]: the dtypes of the steps and of the three 0-dim tensors */
 #define OR_OPTIM_STEP 0
@@ -353,7 +358,10 @@ typedef struct or_optim_head {
   uint32_t flags; /* OR_OPTIM_* */
   uint32_t items; /* at most OR_LIST_MAX; the block holds that many */
   uint32_t scalar_dtypes[4];
-  double lr, beta1, beta2, weight_decay, eps, lr_decay; /* Adam: no lr_decay; Adagrad: no betas */
+  double lr, weight_decay;
+  double beta1, beta2, eps; /* Adam; Adagrad: eps */
+  double lr_decay;          /* Adagrad */
+  double momentum, dampening; /* SGD */
   uint64_t lr_tensor, grad_scale, found_inf;
 } or_optim_head;
 
@@ -366,7 +374,7 @@ OR_STATIC_ASSERT(sizeof(or_optim_item) == 64, "or_optim_item size");
 OR_STATIC_ASSERT(offsetof(or_optim_item, grad) == 8 && offsetof(or_optim_item, state) == 16,
                  "or_optim_item: param, grad and the states are its first five addresses");
 OR_STATIC_ASSERT(offsetof(or_optim_head, lr) == 32, "or_optim_head.lr");
-OR_STATIC_ASSERT(sizeof(or_optim_head) == 104 && offsetof(or_optim_list, item) == 104, "or_optim_list.item");
+OR_STATIC_ASSERT(sizeof(or_optim_head) == 120 && offsetof(or_optim_list, item) == 120, "or_optim_list.item");
 
 /*
  * The reductions and scans (`reduce` kernel): name and the compute types

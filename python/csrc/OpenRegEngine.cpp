@@ -395,12 +395,15 @@ void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
 void launch_optim_list(const or_optim_head& head, const std::vector<at::TensorList>& lists, at::TensorList steps,
                        const at::Tensor& lr, const at::Tensor& grad_scale, const at::Tensor& found_inf) {
   const int nlists = static_cast<int>(lists.size());
-  TORCH_INTERNAL_ASSERT(nlists >= 3 && nlists <= 5 && head.kind < OR_OPTIM_COUNT);
+  TORCH_INTERNAL_ASSERT(nlists >= 2 && nlists <= 5 && head.kind < OR_OPTIM_COUNT);
   const size_t positions = lists[0].size();
   if (positions == 0) {
     return;
   }
-  constexpr std::array<const char*, OR_OPTIM_COUNT> kOptimNames = {"adam", "adamw", "adagrad"};
+  constexpr std::array<const char*, OR_OPTIM_COUNT> kOptimNames = {"adam", "adamw", "adagrad", "sgd"};
+  // A step's cost per element against an elementwise add's (one worker): Adam
+  // divides twice and takes a square root, Adagrad once each, SGD neither.
+  constexpr std::array<int64_t, OR_OPTIM_COUNT> kOptimCost = {6, 6, 4, 2};
   const c10::DeviceIndex device = lists[0][0].device().index();
   const std::string label = recording_activity() ? std::string(kOptimNames[head.kind]) + " x " : std::string();
   // A 0-dim tensor's address at `field` of the block, and its dtype.
@@ -442,13 +445,15 @@ void launch_optim_list(const or_optim_head& head, const std::vector<at::TensorLi
         std::memcpy(bytes.data() + at + sizeof(uint64_t) * k, &address, sizeof(address));
         pointers.push_back(static_cast<uint32_t>(at + sizeof(uint64_t) * k));
       }
-      scalar(steps[begin + i], item.step, block->head.scalar_dtypes[OR_OPTIM_STEP], pointers,
-             at + offsetof(or_optim_item, step));
+      if (!steps.empty()) {
+        scalar(steps[begin + i], item.step, block->head.scalar_dtypes[OR_OPTIM_STEP], pointers,
+               at + offsetof(or_optim_item, step));
+      }
     }
     const rust::Slice<const uint8_t> block_bytes(bytes.data(), bytes.size());
     OPENREG_CHECK(openreg::launch_engine(device, current_stream(device).id(), engine_kernel<kOptimList>(device),
                                          block_bytes, rust::Slice<const uint32_t>(pointers.data(), pointers.size()),
-                                         parallel(total * 4), label.empty() ? label : label + std::to_string(items)));
+                                         parallel(total * kOptimCost[head.kind]), label.empty() ? label : label + std::to_string(items)));
   }
 }
 

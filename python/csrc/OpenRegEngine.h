@@ -56,12 +56,13 @@ void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
 // Launches one step of a fused optimizer (or_optim_list) over lists of
 // tensors, one launch for up to OR_LIST_MAX parameters: `head` holds the
 // optimizer, dtype, flags and hyperparameters (the item count and the
-// addresses are filled here); `lists` are the parameters, their gradients and the
-// optimizer's states (Adam: exp_avgs, exp_avg_sqs, max_exp_avg_sqs with
-// amsgrad; Adagrad: state_sums), every tensor contiguous and of head.dtype,
-// with one shape per position, on one device; `steps` the 0-dim step counts;
-// `lr`, `grad_scale`, `found_inf` 0-dim device tensors or undefined (head's
-// flags say which are used). The caller checks all of that.
+// addresses are filled here); `lists` are the parameters, their gradients and
+// the optimizer's states (Adam: exp_avgs, exp_avg_sqs, max_exp_avg_sqs with
+// amsgrad; Adagrad: state_sums; SGD with momentum: the momentum buffers),
+// every tensor contiguous and of head.dtype, with one shape per position, on
+// one device; `steps` the 0-dim step counts (none for SGD); `lr`,
+// `grad_scale`, `found_inf` 0-dim device tensors or undefined (head's flags
+// say which are used). The caller checks all of that.
 void launch_optim_list(const or_optim_head& head, const std::vector<at::TensorList>& lists, at::TensorList steps,
                        const at::Tensor& lr, const at::Tensor& grad_scale, const at::Tensor& found_inf);
 

@@ -62,11 +62,22 @@ bool on_engine(std::initializer_list<at::TensorList> lists) {
   return true;
 }
 
+namespace {
+
+using at::Scalar;
+using namespace openreg::engine;
+using at::Tensor;
+using at::TensorList;
+namespace native = at::native;
+
+// Whether `other` can be the one value of every position of lists whose
+// first is `self`: a 0-dim tensor of self's dtype on self's device.
 bool device_scalar(at::TensorList self, const at::Tensor& other) {
   return !self.empty() && other.defined() && other.dim() == 0 && other.device() == self[0].device() &&
          other.scalar_type() == self[0].scalar_type();
 }
 
+// New contiguous tensors shaped as `self`'s, for out-of-place forms.
 std::vector<at::Tensor> outputs_like(at::TensorList self) {
   std::vector<at::Tensor> out;
   out.reserve(self.size());
@@ -76,17 +87,10 @@ std::vector<at::Tensor> outputs_like(at::TensorList self) {
   return out;
 }
 
+// A scalar for every position (a scalar operand the same for all).
 std::vector<at::Scalar> repeated(const at::Scalar& value, size_t n) {
   return std::vector<at::Scalar>(n, value);
 }
-
-namespace {
-
-using at::Scalar;
-using namespace openreg::engine;
-using at::Tensor;
-using at::TensorList;
-namespace native = at::native;
 
 void count(const char* op) {
   openreg::count_op(op, true);

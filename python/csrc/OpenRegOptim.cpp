@@ -1,16 +1,13 @@
 // The fused optimizer steps torch.optim calls with fused=True: Adam, AdamW,
 // SGD and Adagrad, each with a float or a tensor learning rate.
 //
-// Adam, AdamW and Adagrad run as the engine's optim_list kernel: one launch
-// for the whole list, one pass over each parameter's tensors, with the
-// arithmetic of ATen's CPU fused kernels; the step counts, a tensor learning
-// rate, GradScaler's grad_scale and found_inf are read on the device, so the
-// step brings nothing back to the host. SGD, which has no per-parameter
-// scalars, runs each of its ops once for all the parameters (the engine's
-// elementwise_list kernel, as the _foreach_ ops). Lists the kernels do not
-// take (mixed dtypes, strided tensors, scalars on another device) run the
-// same steps as device ops per parameter (each op rounding on its own), which
-// read found_inf on the host.
+// They run as the engine's optim_list kernel: one launch for the whole list,
+// one pass over each parameter's tensors, with the arithmetic of ATen's CPU
+// fused kernels; the step counts, a tensor learning rate, GradScaler's
+// grad_scale and found_inf are read on the device, so the step brings nothing
+// back to the host. Lists the kernel does not take (mixed dtypes, strided
+// tensors, scalars on another device) run the same steps as device ops per
+// parameter, which read found_inf on the host.
 //
 // With grad_scale the gradients are divided by it and stored back so, as on
 // CPU, and a found_inf of 1 skips the whole step.
@@ -36,6 +33,11 @@ struct Lr {
   // t * lr
   Tensor times(const Tensor& t) const {
     return tensor.defined() ? t * tensor : t * value;
+  }
+
+  // lr / t, t of float64 (as the kernels divide)
+  Tensor over(const Tensor& t) const {
+    return tensor.defined() ? tensor.to(at::kDouble) / t : value / t;
   }
 };
 
@@ -99,7 +101,7 @@ bool step_lists(engine::or_optim_head head, std::initializer_list<TensorList> li
   const TensorList params = *lists.begin();
   const auto given = [](const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); };
   const Tensor scale = given(grad_scale), inf = given(found_inf);
-  if (!foreach_ops::on_engine(lists) || steps.size() != params.size()) {
+  if (!foreach_ops::on_engine(lists) || (head.kind != engine::OR_OPTIM_SGD && steps.size() != params.size())) {
     return false;
   }
   for (const Tensor& t : {lr.tensor, scale, inf}) {
@@ -175,7 +177,7 @@ void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorL
       v = max_v;
     }
     const Tensor denom = (v.sqrt() / bias_correction2_sqrt.to(v.scalar_type())).add_(eps);
-    const Tensor step_size = lr.times(bias_correction1.reciprocal()).to(exp_avg.scalar_type());
+    const Tensor step_size = lr.over(bias_correction1).to(exp_avg.scalar_type());
     param.sub_((exp_avg * step_size).div_(denom));
   }
 }
@@ -197,13 +199,27 @@ void adam_entry(TensorList params, TensorList grads, TensorList exp_avgs, Tensor
 
 // g += wd * param; with momentum, buf = g on the first step, else
 // momentum * buf + (1 - dampening) * g, and g = g + momentum * buf
-// (nesterov) or buf; param -= lr * g.
+// (nesterov) or buf; param -= lr * g. As the engine's optim_list kernel runs
+// it, or, for lists it does not take, as device ops per parameter that round
+// alike (the additions of a product are add with alpha and addcmul, fused
+// multiply-adds for float32): the same bits either way.
 void sgd_step(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay, double momentum,
               const Lr& lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
               const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   check_lengths(params, {grads}, "_fused_sgd_");
   TORCH_CHECK(momentum == 0.0 || momentum_buffers.size() == params.size(),
               "_fused_sgd_: momentum needs a momentum buffer for every parameter");
+  engine::or_optim_head head{};
+  head.kind = engine::OR_OPTIM_SGD;
+  head.flags = (maximize ? OR_OPTIM_MAXIMIZE : 0u) | (nesterov ? OR_OPTIM_NESTEROV : 0u) |
+               (is_first_step ? OR_OPTIM_FIRST_STEP : 0u);
+  head.weight_decay = weight_decay;
+  head.momentum = momentum;
+  head.dampening = dampening;
+  if (momentum != 0.0 ? step_lists(head, {params, grads, momentum_buffers}, {}, lr, grad_scale, found_inf)
+                      : step_lists(head, {params, grads}, {}, lr, grad_scale, found_inf)) {
+    return;
+  }
   if (skip_step(found_inf)) {
     return;
   }
@@ -211,7 +227,7 @@ void sgd_step(TensorList params, TensorList grads, TensorList momentum_buffers, 
     Tensor param = params[i];
     Tensor g = step_grad(grads[i], grad_scale, maximize);
     if (weight_decay != 0.0) {
-      g = g + param * weight_decay;
+      g = g.add(param, weight_decay);
     }
     if (momentum != 0.0) {
       Tensor buf = momentum_buffers[i];
@@ -220,70 +236,14 @@ void sgd_step(TensorList params, TensorList grads, TensorList momentum_buffers, 
       } else {
         buf.mul_(momentum).add_(g, 1.0 - dampening);
       }
-      g = nesterov ? g + buf * momentum : buf;
+      g = nesterov ? g.add(buf, momentum) : buf;
     }
-    param.sub_(lr.times(g));
-  }
-}
-
-// sgd_step over whole lists: the same ops in the same order, each one launch
-// of the engine's elementwise_list kernel for every parameter (so the same
-// bits). Every tensor contiguous and of one dtype (on_engine), grad_scale and
-// a tensor learning rate 0-dim tensors of that dtype on the device.
-bool sgd_step_lists(TensorList params, TensorList grads, TensorList momentum_buffers, double weight_decay,
-                    double momentum, const Lr& lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
-                    const std::optional<Tensor>& grad_scale) {
-  using engine::launch_elementwise_list;
-  const bool scaled = grad_scale.has_value() && grad_scale->defined();
-  if (!foreach_ops::on_engine({params, grads}) ||
-      (momentum != 0.0 && !foreach_ops::on_engine({params, grads, momentum_buffers})) ||
-      (scaled && !foreach_ops::device_scalar(params, *grad_scale)) ||
-      (lr.tensor.defined() && !foreach_ops::device_scalar(params, lr.tensor))) {
-    return false;
-  }
-  const size_t n = params.size();
-  const auto fresh = [&]() { return foreach_ops::outputs_like(params); };
-  const auto each = [&](const Tensor& t) { return std::vector<Tensor>(n, t); };
-  const auto values = [&](double v) { return foreach_ops::repeated(v, n); };
-  std::vector<Tensor> g(grads.begin(), grads.end());
-  if (scaled) {  // grad /= grad_scale (stored back, as step_grad does)
-    launch_elementwise_list(engine::OR_OP_DIV, {g, g, each(*grad_scale)}, {}, -1, {}, 1u << 2);
-  }
-  if (maximize) {
-    std::vector<Tensor> out = fresh();
-    launch_elementwise_list(engine::OR_OP_NEG, {out, g});
-    g = std::move(out);
-  }
-  if (weight_decay != 0.0) {  // g = g + param * wd
-    std::vector<Tensor> decay = fresh(), out = fresh();
-    launch_elementwise_list(engine::OR_OP_MUL, {decay, params}, {}, 2, values(weight_decay));
-    launch_elementwise_list(engine::OR_OP_ADD, {out, g, decay}, {1});
-    g = std::move(out);
-  }
-  if (momentum != 0.0) {
-    if (is_first_step) {
-      launch_elementwise_list(engine::OR_OP_COPY, {momentum_buffers, g});
-    } else {  // buf = buf * momentum, + (1 - dampening) * g
-      launch_elementwise_list(engine::OR_OP_MUL, {momentum_buffers, momentum_buffers}, {}, 2, values(momentum));
-      launch_elementwise_list(engine::OR_OP_ADD, {momentum_buffers, momentum_buffers, g}, {1.0 - dampening});
-    }
-    if (nesterov) {  // g = g + buf * momentum
-      std::vector<Tensor> pull = fresh(), out = fresh();
-      launch_elementwise_list(engine::OR_OP_MUL, {pull, momentum_buffers}, {}, 2, values(momentum));
-      launch_elementwise_list(engine::OR_OP_ADD, {out, g, pull}, {1});
-      g = std::move(out);
+    if (lr.tensor.defined()) {
+      param.addcmul_(g, lr.tensor.neg());
     } else {
-      g.assign(momentum_buffers.begin(), momentum_buffers.end());
+      param.add_(g, -lr.value);
     }
   }
-  std::vector<Tensor> step = fresh();  // param -= g * lr
-  if (lr.tensor.defined()) {
-    launch_elementwise_list(engine::OR_OP_MUL, {step, g, each(lr.tensor)}, {}, -1, {}, 1u << 2);
-  } else {
-    launch_elementwise_list(engine::OR_OP_MUL, {step, g}, {}, 2, values(lr.value));
-  }
-  launch_elementwise_list(engine::OR_OP_ADD, {params, params, step}, {-1});
-  return true;
 }
 
 template <class Op, class LrArg>
@@ -295,17 +255,8 @@ void sgd_entry(TensorList params, TensorList grads, TensorList momentum_buffers,
                                     maximize, is_first_step, grad_scale, found_inf);
   }
   openreg::count_op(structured::counted_name<Op>(), true);
-  check_lengths(params, {grads}, "_fused_sgd_");
-  TORCH_CHECK(momentum == 0.0 || momentum_buffers.size() == params.size(),
-              "_fused_sgd_: momentum needs a momentum buffer for every parameter");
-  if (skip_step(found_inf)) {
-    return;
-  }
-  if (!sgd_step_lists(params, grads, momentum_buffers, weight_decay, momentum, lr_of(lr), dampening, nesterov,
-                      maximize, is_first_step, grad_scale)) {
-    sgd_step(params, grads, momentum_buffers, weight_decay, momentum, lr_of(lr), dampening, nesterov, maximize,
-             is_first_step, grad_scale, std::nullopt);
-  }
+  sgd_step(params, grads, momentum_buffers, weight_decay, momentum, lr_of(lr), dampening, nesterov, maximize,
+           is_first_step, grad_scale, found_inf);
 }
 
 // g += wd * param; state_sum += g^2; param -= clr * g / (sqrt(state_sum) +
@@ -327,12 +278,13 @@ void adagrad_step(TensorList params, TensorList grads, TensorList state_sums, Te
     Tensor param = params[i];
     Tensor g = step_grad(grads[i], grad_scale, maximize);
     if (weight_decay != 0.0) {
-      g = g + param * weight_decay;
+      g = g.add(param, weight_decay);
     }
     Tensor state_sum = state_sums[i];
     state_sum.addcmul_(g, g, 1.0);
-    const Tensor clr = lr.times(((state_steps[i].to(at::kDouble) - 1) * lr_decay + 1).reciprocal_());
-    param.sub_((g * clr.to(g.scalar_type())).div_(state_sum.sqrt().add_(eps)));
+    const Tensor decay = (state_steps[i].to(at::kDouble) - 1) * lr_decay + 1;
+    const Tensor clr = lr.over(decay);
+    param.sub_((clr.to(g.scalar_type()) * g).div_(state_sum.sqrt().add_(eps)));
   }
 }
 

@@ -204,8 +204,8 @@ def test_clip_grad_norm_scales_every_gradient_in_one_launch():
 
 @pytest.mark.parametrize("nesterov,maximize", [(True, False), (False, True)])
 def test_fused_sgd_over_lists_equals_its_per_parameter_steps(nesterov, maximize):
-    """fused=True SGD runs each op once for every parameter when they are contiguous, and per
-    parameter otherwise (here: transposed views); both compute the same ops, so the same bits."""
+    """fused=True SGD is one optim_list launch for every parameter when they are contiguous, and
+    device ops per parameter otherwise (here: transposed views) that round alike: the same bits."""
     g = torch.Generator().manual_seed(6)
     start = [torch.randn(7, 33, generator=g), torch.randn(5, 9, generator=g)]
     grads = [[torch.randn_like(p) for p in start] for _ in range(3)]

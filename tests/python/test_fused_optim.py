@@ -1,5 +1,5 @@
-"""fused=True Adam, AdamW and Adagrad: one launch of the engine's optim_list kernel per list of
-parameters, one pass over each parameter's tensors.
+"""fused=True Adam, AdamW, Adagrad and SGD: one launch of the engine's optim_list kernel per list
+of parameters, one pass over each parameter's tensors.
 
 The steps must match CPU's fused kernels (their arithmetic is the kernel's model), keep their
 results whatever list the parameters come in (so however the workers split it), read the step
@@ -24,6 +24,11 @@ OPTIMIZERS = {
     "adamw-small-beta1": lambda p, d: torch.optim.AdamW(p, lr=0.01, betas=(0.2, 0.9), fused=True),
     "adagrad": lambda p, d: torch.optim.Adagrad(p, lr=0.05, fused=True, lr_decay=0.01, weight_decay=0.1,
                                                 initial_accumulator_value=0.1),
+    "sgd": lambda p, d: torch.optim.SGD(p, lr=0.05, fused=True),
+    "sgd-nesterov-decay": lambda p, d: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01,
+                                                      fused=True),
+    "sgd-dampening-maximize-device-lr": lambda p, d: torch.optim.SGD(p, lr=torch.tensor(0.05, device=d), momentum=0.8,
+                                                                    dampening=0.3, maximize=True, fused=True),
 }
 # largest difference from CPU after four steps, relative and absolute, by dtype
 TOLERANCE = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-12, 1e-14), torch.bfloat16: (1.6e-2, 1e-2),
@@ -97,7 +102,8 @@ def test_a_step_is_one_launch_per_list_and_the_same_bits_per_parameter():
     assert all(torch.equal(p.detach().cpu(), q.detach().cpu()) for p, q in zip(together, alone))
 
 
-@pytest.mark.parametrize("name", ["adam-decay-amsgrad", "adamw-device-lr-maximize", "adagrad"])
+@pytest.mark.parametrize("name", ["adam-decay-amsgrad", "adamw-device-lr-maximize", "adagrad",
+                                  "sgd-dampening-maximize-device-lr"])
 def test_lists_the_kernel_does_not_take_step_per_parameter_as_on_cpu(name):
     """Strided parameters, and parameters of two dtypes, run as device ops per parameter. (CPU's
     fused kernels pair a strided parameter's elements with its gradient's by memory position, so
@@ -128,7 +134,7 @@ def test_lists_the_kernel_does_not_take_step_per_parameter_as_on_cpu(name):
 
 
 @pytest.mark.parametrize("strided", [False, True], ids=["lists", "per-parameter"])
-@pytest.mark.parametrize("name", ["adam-decay-amsgrad", "adagrad"])
+@pytest.mark.parametrize("name", ["adam-decay-amsgrad", "adagrad", "sgd-nesterov-decay"])
 def test_grad_scaler_steps_unscale_the_gradients_in_place_and_skip_on_inf(name, strided):
     make = OPTIMIZERS[name]
     g = torch.Generator().manual_seed(9)
@@ -168,3 +174,13 @@ def test_a_step_with_lists_of_different_lengths_is_refused():
                             [torch.zeros(3, device=DEV)], [], [torch.ones((), device=DEV)], lr=0.1, beta1=0.9,
                             beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
     assert p[0].add(1).cpu().shape == (3,)  # the device is still usable
+
+
+@pytest.mark.parametrize("name", ["adagrad", "sgd-nesterov-decay", "sgd-dampening-maximize-device-lr"])
+def test_per_parameter_sgd_and_adagrad_steps_round_as_the_kernel(name):
+    """The device ops that step strided parameters one by one are the kernel's fused multiply-adds
+    (add with alpha, addcmul) and divisions, so float32 SGD and Adagrad give its bits."""
+    make = OPTIMIZERS[name]
+    shapes = [(7, 33), (5, 9)]
+    (kernel, _), (per_parameter, _) = (_train(DEV, make, shapes=shapes, transposed=t) for t in (False, True))
+    assert all(torch.equal(a, b) for a, b in zip(kernel, per_parameter))
