@@ -943,6 +943,18 @@ static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char 
     row_stride[k] = st[k][0];
     plane_stride[k] = p->ndim > 1 ? st[k][1] : 0;
   }
+  /* A copy between contiguous rows of one dtype: the plane's rows in one
+   * loop here. A call of the row function per row cost about 12 ns, as long
+   * as copying a row of 32 floats (attention's head permutes). */
+  if (p->op == OR_OP_COPY && !spread && !tiled && nt == 2 && dt[0] == dt[1] && n1 > 1) {
+    const int64_t size = (int64_t)dtype_size(dt[0]);
+    if (row_stride[0] == size && row_stride[1] == size) {
+      for (int64_t i1 = 0; i1 < n1; i1++) {
+        copy_bytes(base[0] + i1 * plane_stride[0], base[1] + i1 * plane_stride[1], (usize)(n0 * size));
+      }
+      return;
+    }
+  }
   /* rows per call of rows_spread: several when they are short and run on */
   const int64_t span = spread ? spread_span(row_stride, dt, nt) : 0;
   int64_t per = 1;

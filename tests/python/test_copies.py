@@ -170,3 +170,18 @@ def test_non_blocking_copy_between_devices():
     torch.openreg.synchronize(0)
     torch.openreg.synchronize(1)
     torch.testing.assert_close(d1.cpu(), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_copies_between_contiguous_rows_of_one_dtype_like_cpu(device, dtype):
+    """Head permutes, row slices and their writes back: the rows of a plane copied in one loop,
+    short and ragged rows (1, 3, 31, 32, 33 elements, bytes from 1 up), split between workers."""
+    for row in (1, 3, 31, 32, 33):
+        x = _sample(dtype, 16, 64, 4, row)  # from 32 elements a row, on every worker
+        heads = x.to(device).transpose(1, 2)  # rows of `row` elements, 4 * row apart
+        assert torch.equal(heads.contiguous().cpu(), x.transpose(1, 2).contiguous())
+        big = _sample(dtype, 300, 2 * row + 1)
+        assert torch.equal(big.to(device)[:, 1:row + 1].contiguous().cpu(), big[:, 1:row + 1].contiguous())
+        back = torch.zeros(16, 64, 4, row, dtype=dtype, device=device)
+        back.transpose(1, 2).copy_(x.transpose(1, 2).to(device))
+        assert torch.equal(back.cpu(), x)
