@@ -345,6 +345,13 @@ EXPORT(optim_list) void optim_list(const or_optim_list *params, int32_t worker, 
       const double step =
           head.kind == OR_OPTIM_SGD ? 0.0 : read_scalar(item->step, head.scalar_dtypes[OR_OPTIM_STEP]);
       step_consts(&k, &head, lr, scale, step);
+      /* every tensor the step reads or writes was given (address 0 is the engine's own data) */
+      const uint64_t given[5] = {item->param, item->grad, item->state[0], item->state[1], item->state[2]};
+      for (int t = 0; t < 2 + states_of(shape); t++) {
+        if (given[t] == 0) {
+          TRAP();
+        }
+      }
       const uint64_t at = (uint64_t)((b - start) * size);
       char *const x[5] = {device_ptr(item->param + at), device_ptr(item->grad + at),
                           device_ptr(item->state[0] + at), device_ptr(item->state[1] + at),

@@ -395,7 +395,11 @@ void launch_elementwise_list(or_op op, const std::vector<at::TensorList>& lists,
 void launch_optim_list(const or_optim_head& head, const std::vector<at::TensorList>& lists, at::TensorList steps,
                        const at::Tensor& lr, const at::Tensor& grad_scale, const at::Tensor& found_inf) {
   const int nlists = static_cast<int>(lists.size());
-  TORCH_INTERNAL_ASSERT(nlists >= 2 && nlists <= 5 && head.kind < OR_OPTIM_COUNT);
+  // the parameters, the gradients and exactly the states the kernel steps
+  const int states = head.kind == OR_OPTIM_ADAGRAD ? 1
+                     : head.kind == OR_OPTIM_SGD   ? (head.momentum != 0.0 ? 1 : 0)
+                                                   : ((head.flags & OR_OPTIM_AMSGRAD) ? 3 : 2);
+  TORCH_INTERNAL_ASSERT(head.kind < OR_OPTIM_COUNT && nlists == 2 + states);
   const size_t positions = lists[0].size();
   if (positions == 0) {
     return;

@@ -62,10 +62,12 @@ bool lists_on_engine(std::initializer_list<TensorList> lists) {
   return true;
 }
 
+// The lists every step needs hold a tensor for each parameter (the optional
+// ones, max_exp_avg_sqs and momentum buffers, are checked where they are used).
 void check_lengths(TensorList params, std::initializer_list<TensorList> lists, const char* op) {
   for (const TensorList list : lists) {
-    TORCH_CHECK(list.empty() || list.size() == params.size(), op, ": expected every tensor list to have ",
-                params.size(), " tensors, got ", list.size());
+    TORCH_CHECK(list.size() == params.size(), op, ": expected every tensor list to have ", params.size(),
+                " tensors, got ", list.size());
   }
 }
 
@@ -109,8 +111,8 @@ bool step_lists(engine::or_optim_head head, std::initializer_list<TensorList> li
       return false;
     }
   }
-  for (const Tensor& step : steps) {
-    if (!step.defined() || !step_scalar(params, step)) {
+  for (const Tensor& step : steps) {  // one dtype: the kernel reads them all as steps[0]'s
+    if (!step.defined() || !step_scalar(params, step) || step.scalar_type() != steps[0].scalar_type()) {
       return false;
     }
   }

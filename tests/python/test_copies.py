@@ -183,5 +183,5 @@ def test_copies_between_contiguous_rows_of_one_dtype_like_cpu(device, dtype):
         big = _sample(dtype, 300, 2 * row + 1)
         assert torch.equal(big.to(device)[:, 1:row + 1].contiguous().cpu(), big[:, 1:row + 1].contiguous())
         back = torch.zeros(16, 64, 4, row, dtype=dtype, device=device)
-        back.transpose(1, 2).copy_(x.transpose(1, 2).to(device))
+        back.transpose(1, 2).copy_(x.transpose(1, 2).contiguous().to(device))  # into strided rows
         assert torch.equal(back.cpu(), x)

@@ -13,7 +13,7 @@ from torch_openreg import _C
 
 DEV = "openreg"
 # odd sizes (partial vectors), one element, and one large enough to be split between workers
-SHAPES = [(7, 3), (1,), (33, 5), (64, 32), (20001,)]
+SHAPES = [(7, 3), (1,), (2,), (3,), (6,), (35,), (33, 5), (64, 32), (20001,)]
 
 OPTIMIZERS = {
     "adam": lambda p, d: torch.optim.Adam(p, lr=0.05, fused=True),
@@ -41,7 +41,8 @@ def _launches():
 
 
 def _train(device, make, dtype=torch.float32, shapes=SHAPES, steps=4, seed=5, transposed=False):
-    """Parameters and optimizer state after `steps` steps of `make` from seeded starts and gradients."""
+    """Parameters and optimizer state after `steps` steps of `make` from seeded starts and gradients;
+    on the device, also the launches of the last step."""
     g = torch.Generator().manual_seed(seed)
     start = [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes]
     grads = [[torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes] for _ in range(steps)]
@@ -54,9 +55,11 @@ def _train(device, make, dtype=torch.float32, shapes=SHAPES, steps=4, seed=5, tr
         for step in grads:
             for p, grad in zip(params, step):
                 p.grad = grad.to(device)
+            before = _launches() if device == DEV else 0
             opt.step()
+    last_step = _launches() - before if device == DEV else None
     states = [{k: v.cpu() for k, v in opt.state[p].items() if k != "step"} for p in params]
-    return [p.detach().cpu() for p in params], states
+    return [p.detach().cpu() for p in params], states, last_step
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
@@ -65,9 +68,11 @@ def test_fused_steps_match_cpu(name, dtype):
     make = OPTIMIZERS[name]
     rtol, atol = TOLERANCE[dtype]
     torch.openreg.reset_op_counts()
-    dev_params, dev_states = _train(DEV, make, dtype)
-    cpu_params, cpu_states = _train("cpu", make, dtype)
+    dev_params, dev_states, launches = _train(DEV, make, dtype)
+    cpu_params, cpu_states, _ = _train("cpu", make, dtype)
     assert any(op.startswith("aten::_fused_") and c["device"] > 0 for op, c in torch.openreg.op_counts().items())
+    # one optim_list launch (and the step counts' _foreach_add_), where per-parameter ops take dozens
+    assert launches <= 2
     for p, q in zip(dev_params, cpu_params):
         assert p.dtype == dtype
         torch.testing.assert_close(p, q, rtol=rtol, atol=atol)
@@ -110,10 +115,10 @@ def test_lists_the_kernel_does_not_take_step_per_parameter_as_on_cpu(name):
     the CPU answer is that of contiguous parameters.)"""
     make = OPTIMIZERS[name]
     shapes = [(7, 3), (33, 5), (64, 32)]
-    cpu_params, _ = _train("cpu", make, shapes=shapes)
+    cpu_params, _, _ = _train("cpu", make, shapes=shapes)
     for kwargs in ({"transposed": True}, {}):
         launches = _launches()
-        dev_params, _ = _train(DEV, make, shapes=shapes, **kwargs)
+        dev_params, _, _ = _train(DEV, make, shapes=shapes, **kwargs)
         launches = _launches() - launches
         for p, q in zip(dev_params, cpu_params):
             torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
@@ -169,11 +174,34 @@ def test_grad_scaler_steps_unscale_the_gradients_in_place_and_skip_on_inf(name, 
 
 def test_a_step_with_lists_of_different_lengths_is_refused():
     p = [torch.randn(3, device=DEV)]
-    with pytest.raises(RuntimeError, match="_fused_adamw_"):
-        torch._fused_adamw_(p, [torch.randn(3, device=DEV)] * 2, [torch.zeros(3, device=DEV)],
-                            [torch.zeros(3, device=DEV)], [], [torch.ones((), device=DEV)], lr=0.1, beta1=0.9,
-                            beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+    zeros = [torch.zeros(3, device=DEV)]
+    step = [torch.ones((), device=DEV)]
+    for grads, steps in (([torch.randn(3, device=DEV)] * 2, step), ([], step), (zeros, [])):
+        with pytest.raises(RuntimeError, match="_fused_adamw_: expected every tensor list"):
+            torch._fused_adamw_(p, grads, zeros, zeros, [], steps, lr=0.1, beta1=0.9, beta2=0.999,
+                                weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+    with pytest.raises(RuntimeError, match="_fused_sgd_: expected every tensor list"):
+        torch._fused_sgd_(p, [], [], weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0, nesterov=False,
+                          maximize=False, is_first_step=False)
     assert p[0].add(1).cpu().shape == (3,)  # the device is still usable
+
+
+def test_step_counts_of_two_dtypes_step_per_parameter():
+    """The kernel reads every step count as the first one's dtype: a list of float32 and float64
+    counts (torch.optim makes them float32; a direct call may not) takes the per-parameter path."""
+    g = torch.Generator().manual_seed(4)
+    start = [torch.randn(5, generator=g), torch.randn(6, generator=g)]
+    grads = [torch.randn_like(p) for p in start]
+    results = []
+    for device, dtypes in ((DEV, (torch.float32, torch.float64)), ("cpu", (torch.float32, torch.float32))):
+        params = [p.clone().to(device) for p in start]
+        states = [[torch.zeros_like(p) for p in params] for _ in range(2)]
+        steps = [torch.tensor(3.0, dtype=dt, device=device) for dt in dtypes]
+        torch._fused_adam_(params, [g.to(device) for g in grads], *states, [], steps, lr=0.1, beta1=0.9,
+                           beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+        results.append([p.cpu() for p in params])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b)
 
 
 @pytest.mark.parametrize("name", ["adagrad", "sgd-nesterov-decay", "sgd-dampening-maximize-device-lr"])
@@ -182,5 +210,5 @@ def test_per_parameter_sgd_and_adagrad_steps_round_as_the_kernel(name):
     (add with alpha, addcmul) and divisions, so float32 SGD and Adagrad give its bits."""
     make = OPTIMIZERS[name]
     shapes = [(7, 33), (5, 9)]
-    (kernel, _), (per_parameter, _) = (_train(DEV, make, shapes=shapes, transposed=t) for t in (False, True))
+    (kernel, _, _), (per_parameter, _, _) = (_train(DEV, make, shapes=shapes, transposed=t) for t in (False, True))
     assert all(torch.equal(a, b) for a, b in zip(kernel, per_parameter))
