@@ -730,8 +730,102 @@ MATH_INLINE double m_atanh_f64(double x) {
   return m_copysign_f64(0.5 * m_log1p_f64(2.0 * ax / (1.0 - ax)), x);
 }
 
-/* x^y as C's pow: integer powers by squaring (|y| <= 1024), others as
- * e^(y ln|x|), with pow's special cases for signs, zeros and infinities. */
+/* A double-double: hi + lo, |lo| at most half an ulp of hi. */
+typedef struct {
+  double hi, lo;
+} m_dd;
+
+/* a * b exactly, as hi + lo: Dekker's product of Veltkamp halves (26 bits
+ * each, so every partial product is exact without a fused multiply-add,
+ * which scalar wasm lacks). Exact while |a|, |b| < 2^995 and |a b| > 2^-916
+ * (the product of the low halves stays normal). */
+MATH_INLINE m_dd m_two_prod(double a, double b) {
+#pragma STDC FP_CONTRACT OFF
+  const double ca = 134217729.0 * a, ah = ca - (ca - a), al = a - ah;
+  const double cb = 134217729.0 * b, bh = cb - (cb - b), bl = b - bh;
+  const double p = a * b;
+  return (m_dd){p, ((ah * bh - p) + ah * bl + al * bh) + al * bl};
+}
+
+/* a * b in double-double (relative error about 2^-104). */
+MATH_INLINE m_dd m_dd_mul(m_dd a, m_dd b) {
+#pragma STDC FP_CONTRACT OFF
+  const m_dd p = m_two_prod(a.hi, b.hi);
+  const double e = p.lo + (a.hi * b.lo + a.lo * b.hi);
+  const double hi = p.hi + e;
+  return (m_dd){hi, e - (hi - p.hi)};
+}
+
+/* Scales v (hi in [2^-1022, 2^1023]) by a power of two to hi in [1, 2);
+ * returns the power taken out (exact: both parts stay normal). */
+MATH_INLINE int64_t m_dd_normalize(m_dd *v) {
+  const int64_t e = (int64_t)((m_f64_bits(v->hi) >> 52) & 0x7ff) - 1023;
+  const double s = m_f64_from_bits((uint64_t)(1023 - e) << 52);
+  v->hi *= s;
+  v->lo *= s;
+  return e;
+}
+
+/* v 2^e, rounded once (v positive, normal). */
+MATH_INLINE double m_scale2(double v, int64_t e) {
+  if (e > 2100) {
+    e = 2100;
+  } else if (e < -2200) {
+    e = -2200;
+  }
+  while (e > 1000) {
+    v *= 0x1p1000;
+    e -= 1000;
+  }
+  while (e < -1000) { /* exact while v stays normal; the last one rounds */
+    v *= 0x1p-1000;
+    e += 1000;
+  }
+  return v * m_f64_from_bits((uint64_t)(1023 + e) << 52);
+}
+
+/*
+ * |x|^n (|x| finite, normal; n >= 1 an integer) by squaring in
+ * double-double, each partial product scaled to [1, 2) with its power of
+ * two kept aside, then rounded to double once: the error before that
+ * rounding is about (2 log2 n) 2^-104 of the result, so the result is the
+ * correctly rounded power except where the exact one lies that close to a
+ * rounding boundary (and for subnormal results, which round twice). C's pow
+ * is correctly rounded in practice, so float64 powers and Adam's bias
+ * corrections match CPU's bit for bit, where plain squaring rounded up to
+ * 2 log2 n times. For 1 / |x|^n: the reciprocal of the double-double
+ * power with one Newton correction.
+ */
+MATH_INLINE double m_pow_int_dd(double x, uint64_t n, int negative) {
+#pragma STDC FP_CONTRACT OFF
+  m_dd base = {__builtin_fabs(x), 0.0}, r = {1.0, 0.0};
+  int64_t eb = m_dd_normalize(&base), er = 0;
+  for (;;) {
+    if (n & 1) {
+      r = m_dd_mul(r, base);
+      er += eb + m_dd_normalize(&r);
+    }
+    n >>= 1;
+    if (!n) {
+      break;
+    }
+    base = m_dd_mul(base, base);
+    eb = 2 * eb + m_dd_normalize(&base);
+  }
+  if (!negative) {
+    return m_scale2(r.hi + r.lo, er);
+  }
+  /* q = 1 / r: q0 = 1 / r.hi, then q0 + q0 (1 - q0 r), the residual from an
+   * exact product */
+  const double q0 = 1.0 / r.hi;
+  const m_dd p = m_two_prod(q0, r.hi);
+  const double residual = ((1.0 - p.hi) - p.lo) - q0 * r.lo;
+  return m_scale2(q0 + q0 * residual, -er);
+}
+
+/* x^y as C's pow: integer powers (|y| < 2^53) of a normal x by squaring in
+ * double-double (m_pow_int_dd), others as e^(y ln|x|), with pow's special
+ * cases for signs, zeros and infinities. */
 MATH_INLINE double m_pow_f64(double x, double y) {
   if (y == 0.0 || x == 1.0 || (x == -1.0 && __builtin_fabs(y) == __builtin_inf())) {
     return 1.0;
@@ -744,21 +838,12 @@ MATH_INLINE double m_pow_f64(double x, double y) {
   if (x < 0.0 && !integral && __builtin_fabs(x) != __builtin_inf()) {
     return __builtin_nan("");
   }
+  const double ax = __builtin_fabs(x);
   double r;
-  if (integral && __builtin_fabs(y) <= 1024.0) {
-    double base = __builtin_fabs(x);
-    uint64_t e = (uint64_t)__builtin_fabs(y);
-    r = 1.0;
-    while (e) {
-      if (e & 1) {
-        r *= base;
-      }
-      base *= base;
-      e >>= 1;
-    }
-    r = y < 0.0 ? 1.0 / r : r;
+  if (integral && __builtin_fabs(y) < 9007199254740992.0 && ax >= 0x1p-1022 && ax != __builtin_inf()) {
+    r = m_pow_int_dd(x, (uint64_t)__builtin_fabs(y), y < 0.0);
   } else {
-    r = m_pow_nonneg_f64(__builtin_fabs(x), y);
+    r = m_pow_nonneg_f64(ax, y);
   }
   return (x < 0.0 || (x == 0.0 && __builtin_signbit(x))) && odd ? -r : r;
 }

@@ -82,6 +82,21 @@ def test_fused_steps_match_cpu(name, dtype):
             torch.testing.assert_close(s[key], t[key], rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("name", ["adam", "adam-decay-amsgrad", "adamw-device-lr-maximize", "adamw-small-beta1"])
+def test_float64_adam_steps_equal_cpu_bits(name):
+    """Adam's bias corrections 1 - beta^step are correctly rounded powers (double-double squaring),
+    as C's pow gives them: float64 Adam and AdamW match CPU bit for bit, as the other dtypes do.
+    Sizes are whole vectors of CPU's kernel (8 doubles): its scalar loop over the rest rounds its
+    multiply-adds in another order, which the device does not copy."""
+    shapes = [(64, 32), (16,), (8,), (20000,)]
+    dev_params, dev_states, _ = _train(DEV, OPTIMIZERS[name], torch.float64, shapes=shapes, steps=6)
+    cpu_params, cpu_states, _ = _train("cpu", OPTIMIZERS[name], torch.float64, shapes=shapes, steps=6)
+    for p, q in zip(dev_params, cpu_params):
+        assert torch.equal(p, q)
+    for s, t in zip(dev_states, cpu_states):
+        assert all(torch.equal(s[key], t[key]) for key in s)
+
+
 def test_a_step_is_one_launch_per_list_and_the_same_bits_per_parameter():
     """Three hundred parameters step in two launches (the kernel takes 256 at a time), after the
     optimizer's step-count increment (a _foreach_add_, two launches too); stepping each parameter in a list of its own (so the workers
