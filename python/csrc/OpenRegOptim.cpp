@@ -126,11 +126,13 @@ bool step_lists(engine::or_optim_head head, std::initializer_list<TensorList> li
 
 enum class AdamMode { Original, AdamW };
 
-// exp_avg = beta1 exp_avg + (1 - beta1) g; exp_avg_sq = beta2 exp_avg_sq +
+// exp_avg = lerp(exp_avg, g, 1 - beta1); exp_avg_sq = beta2 exp_avg_sq +
 // (1 - beta2) g^2; param -= lr / (1 - beta1^step) * exp_avg / (sqrt(v) /
 // sqrt(1 - beta2^step) + eps), v the running maximum of exp_avg_sq with
 // amsgrad. Weight decay adds wd * param to g (Adam) or scales param by
-// 1 - lr * wd first (AdamW).
+// 1 - lr * wd first (AdamW). The per-parameter ops round as the kernel does:
+// lerp, the fused multiply-adds of add with alpha and addcmul, the factors
+// and bias corrections in float64.
 template <AdamMode Mode>
 void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
                TensorList max_exp_avg_sqs, TensorList state_steps, const Lr& lr, double beta1, double beta2,
@@ -160,14 +162,18 @@ void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorL
     Tensor g = step_grad(grads[i], grad_scale, maximize);
     if (weight_decay != 0.0) {
       if constexpr (Mode == AdamMode::AdamW) {
-        param.sub_(lr.times(param).mul_(weight_decay));
+        if (lr.tensor.defined()) {
+          param.mul_(1.0 - lr.tensor.to(at::kDouble) * weight_decay);
+        } else {
+          param.mul_(1.0 - lr.value * weight_decay);
+        }
       } else {
-        g = g + param * weight_decay;
+        g = g.add(param, weight_decay);
       }
     }
     Tensor exp_avg = exp_avgs[i];
     Tensor exp_avg_sq = exp_avg_sqs[i];
-    exp_avg.mul_(beta1).add_(g, 1.0 - beta1);
+    exp_avg.lerp_(g, 1.0 - beta1);
     exp_avg_sq.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
     const Tensor step = state_steps[i].to(at::kDouble);
     const Tensor bias_correction1 = 1 - at::pow(beta1, step);

@@ -219,10 +219,12 @@ def test_step_counts_of_two_dtypes_step_per_parameter():
         torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("name", ["adagrad", "sgd-nesterov-decay", "sgd-dampening-maximize-device-lr"])
-def test_per_parameter_sgd_and_adagrad_steps_round_as_the_kernel(name):
+@pytest.mark.parametrize("name", ["adagrad", "sgd-nesterov-decay", "sgd-dampening-maximize-device-lr", "adam",
+                                  "adam-decay-amsgrad", "adamw-device-lr-maximize", "adamw-cpu-lr"])
+def test_per_parameter_steps_round_as_the_kernel(name):
     """The device ops that step strided parameters one by one are the kernel's fused multiply-adds
-    (add with alpha, addcmul) and divisions, so float32 SGD and Adagrad give its bits."""
+    (add with alpha, addcmul), lerp, divisions and float64 factors, so float32 SGD, Adagrad, Adam
+    and AdamW give its bits."""
     make = OPTIMIZERS[name]
     shapes = [(7, 33), (5, 9)]
     (kernel, _, _), (per_parameter, _, _) = (_train(DEV, make, shapes=shapes, transposed=t) for t in (False, True))
