@@ -37,6 +37,8 @@
 #include <ATen/ops/scatter_native.h>
 #include <torch/library.h>
 
+#include <functional>
+
 #include "OpenRegEngine.h"
 #include "OpenRegStructured.h"
 
@@ -153,9 +155,32 @@ or_index_op scatter_op_of(at::native::ReductionType reduce) {
   }
 }
 
+void scatter_into(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, or_index_op op);
+
+bool reduced_float(const Tensor& t) {
+  return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// CPU's scatter kernels add and multiply float16 and bfloat16 elements in
+// float32 and round once at the end (scatter_add, scatter with reduce,
+// scatter_reduce's sum, prod and mean's sum; index_add when it takes
+// scatter_add's path): the same scatter on float32 copies, rounded back into
+// self. Adding in the element's own type rounded every step, and differed
+// from CPU in about half of the elements that received several values.
+void scatter_in_float(const Tensor& self, const std::function<void(const Tensor&)>& scatter) {
+  Tensor wide = self.to(at::kFloat);
+  scatter(wide);
+  self.copy_(wide);
+}
+
 // self[i][index[i][j][k]][k] = src[i][j][k] (or += with scatter_add), over index's shape.
 void scatter_into(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, or_index_op op) {
   if (index.numel() == 0) {
+    return;
+  }
+  if ((op == OR_INDEX_SCATTER_ADD || op == OR_INDEX_SCATTER_MUL) && reduced_float(self)) {
+    const Tensor wide_src = src.to(at::kFloat);
+    scatter_in_float(self, [&](const Tensor& wide) { scatter_into(wide, dim, index, wide_src, op); });
     return;
   }
   const Tensor dst = at_least_1d(self);
@@ -421,13 +446,38 @@ const Tensor& output_from(Form& op, const Tensor& self) {
   return out;
 }
 
+// Whether CPU's index_add runs as scatter_add (adding float16 and bfloat16
+// in float32): a tensor of two or more dimensions indexed along its first or
+// last, alpha 1, an int64 index, and source of out's sizes but along dim.
+bool takes_scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source,
+                       const Scalar& alpha) {
+  if (out.dim() < 2 || (dim != 0 && dim != out.dim() - 1) || !alpha.equal(1.0) ||
+      index.scalar_type() != at::kLong || source.dim() != out.dim()) {
+    return false;
+  }
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    if (d != dim && out.size(d) != source.size(d)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // index_add: alpha * source added into the slices index names.
 struct IndexAddRun {
   template <class Form>
   static void run(Form& op, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                   const Scalar& alpha) {
     auto pre = op.meta(self, dim, index, source, alpha);
-    scatter_along(output_from(op, self), pre.dim, index, source, OR_INDEX_SCATTER_ADD, alpha);
+    const Tensor& out = output_from(op, self);
+    if (takes_scatter_add(out, pre.dim, index, source, alpha) && reduced_float(out)) {
+      const Tensor wide_source = source.to(at::kFloat);
+      scatter_in_float(out, [&](const Tensor& wide) {
+        scatter_along(wide, pre.dim, index, wide_source, OR_INDEX_SCATTER_ADD, alpha);
+      });
+      return;
+    }
+    scatter_along(out, pre.dim, index, source, OR_INDEX_SCATTER_ADD, alpha);
   }
 };
 using IndexAdd = PrecomputedForms<at::meta::structured_index_add, IndexAddRun, at::_ops::index_add,

@@ -696,7 +696,10 @@ Tensor log_sigmoid_backward_kernel(const Tensor& grad_output, const Tensor& self
 
 // Each index's row of the gradient added into its weight row (in index
 // order: deterministic); padding rows get nothing; with scale_grad_by_freq
-// each row is divided by how often its index occurs.
+// each row is divided by how often its index occurs. The rows are added as
+// an accumulating index_put_, which rounds float16 and bfloat16 after every
+// addition as CPU's embedding backward does (index_add of such a gradient
+// adds in float32 on CPU, as scatter_add does).
 Tensor embedding_dense_backward_kernel(const Tensor& grad_output, const Tensor& indices, c10::SymInt num_weights_sym,
                                        c10::SymInt padding_idx_sym, bool scale_grad_by_freq) {
   if (!structured::engine_handles(grad_output, indices)) {
@@ -718,7 +721,7 @@ Tensor embedding_dense_backward_kernel(const Tensor& grad_output, const Tensor& 
                               .index_add_(0, idx, at::ones_like(idx, idx.options().dtype(at::kLong)));
     g = g / counts.index_select(0, idx).unsqueeze(1).to(g.scalar_type());
   }
-  return at::zeros({num_weights, D}, grad_output.options()).index_add_(0, idx, g);
+  return at::zeros({num_weights, D}, grad_output.options()).index_put_({idx}, g, /*accumulate=*/true);
 }
 
 // embedding's max_norm: each looked-up row whose p-norm exceeds max_norm is

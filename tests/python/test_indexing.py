@@ -353,6 +353,49 @@ def test_take_and_put_errors_match_cpu_and_the_device_stays_usable():
         torch.take(d, torch.tensor([0], dtype=torch.int32, device="openreg"))
 
 
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16), ids=str)
+def test_half_precision_scatters_add_as_cpu(dtype):
+    """CPU's scatter kernels add and multiply float16 and bfloat16 elements in float32 and round
+    once (scatter_add, scatter with reduce, scatter_reduce's sum, prod and mean, and index_add where
+    it runs as scatter_add: along the first or last dimension, alpha 1, an int64 index); index_add
+    otherwise, accumulating index_put_ and embedding's backward round after every addition. With
+    sums that are not exact in the element's type and many repeats, each form gives CPU's bits."""
+    g = torch.Generator().manual_seed(12)
+    x = (torch.randn(40, 8, generator=g) * 2).to(dtype)
+    src = (torch.randn(300, 8, generator=g) * 1.1).to(dtype)
+    index = torch.randint(0, 40, (300, 8), generator=g)
+    rows = torch.randint(0, 40, (300,), generator=g)
+    columns = torch.randint(0, 8, (40, 300), generator=g)
+    wide = (torch.randn(40, 300, generator=g) * 1.1).to(dtype)
+    cases = {
+        "scatter_add": lambda x, s, i, r, c, w: x.scatter_add(0, i, s),
+        "scatter_add_last": lambda x, s, i, r, c, w: x.scatter_add(1, c, w),
+        "scatter_add_reduce": lambda x, s, i, r, c, w: x.scatter(0, i, s, reduce="add"),
+        "scatter_multiply": lambda x, s, i, r, c, w: x.scatter(0, i, s, reduce="multiply"),
+        "index_add": lambda x, s, i, r, c, w: x.index_add(0, r, s),
+        "index_add_last": lambda x, s, i, r, c, w: x.index_add(1, r[:300] % 8, w),
+        "index_add_alpha": lambda x, s, i, r, c, w: x.index_add(0, r, s, alpha=2),
+        "index_add_int32": lambda x, s, i, r, c, w: x.index_add(0, r.int(), s),
+        "index_add_1d": lambda x, s, i, r, c, w: x[:, 0].index_add(0, r, s[:, 0]),
+        "index_put_accumulate": lambda x, s, i, r, c, w: x.index_put((r,), s, accumulate=True),
+    }
+    for reduce in ("sum", "prod", "mean"):
+        for include_self in (True, False):
+            cases[f"scatter_reduce_{reduce}_{include_self}"] = (
+                lambda x, s, i, r, c, w, reduce=reduce, include_self=include_self:
+                x.scatter_reduce(0, i, s, reduce, include_self=include_self))
+    args = (x, src, index, rows, columns, wide)
+    for name, fn in cases.items():
+        with torch.openreg.fallback_policy("error"):
+            actual = fn(*_dev(*args)).cpu()
+        assert torch.equal(actual, fn(*args)), name
+    w = x.to("openreg").requires_grad_()
+    torch.nn.functional.embedding(rows.to("openreg"), w).backward(src.to("openreg"))
+    c = x.clone().requires_grad_()
+    torch.nn.functional.embedding(rows, c).backward(src)
+    assert torch.equal(w.grad.cpu(), c.grad)
+
+
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32], ids=str)
