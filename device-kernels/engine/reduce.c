@@ -42,6 +42,10 @@ typedef struct acc_i {
 #define ADD_F(x, y) ((x) + (y))
 #define MUL_F(x, y) ((x) * (y))
 #define ISNAN_F(x) ((x) != (x))
+/* A running float16/bfloat16 sum or product kept in float32, as CPU's scans
+ * accumulate those types (in acc_type: float; float32's in double). */
+#define NARROW_F(x, narrow) ((narrow) ? (double)(float)(x) : (x))
+#define NARROW_I(x, narrow) ((void)(narrow), (x))
 /* Integer sums and products wrap, as C++'s do on CPU (without C's UB). */
 #define ADD_I(x, y) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
 #define MUL_I(x, y) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
@@ -128,7 +132,7 @@ static double log_add_exp_F(double x, double y) {
 
 #define log_add_exp_I(x, y) (TRAP(), (x)) /* a float-only scan */
 
-#define OR_DEFINE_FOLD(S, T, ACC, ADD, MUL, ISNAN)                                     \
+#define OR_DEFINE_FOLD(S, T, ACC, ADD, MUL, ISNAN, NARROW)                             \
   static int fold_common_##S(uint32_t op, ACC *a, const T *x, int64_t m, int64_t pos) { \
     switch (op) {                                                                     \
     case OR_REDUCE_SUM:                                                               \
@@ -195,17 +199,18 @@ static double log_add_exp_F(double x, double y) {
   }                                                                                   \
   /* A scan: x (positions pos.. along dimension 0) becomes its running sums   \
    * (products, extremes, log-sum-exps) after `a`, in order; cummax and        \
-   * cummin also write the extremes' positions into `idx`. */                  \
-  static void scan_##S(uint32_t op, ACC *a, T *x, int64_t *idx, int64_t m, int64_t pos) { \
+   * cummin also write the extremes' positions into `idx`. `narrow`: the sums  \
+   * and products of a float16/bfloat16 output run in float32. */               \
+  static void scan_##S(uint32_t op, ACC *a, T *x, int64_t *idx, int64_t m, int64_t pos, int narrow) { \
     T v = a->v;                                                                       \
     if (op == OR_REDUCE_CUMSUM) {                                                     \
       for (int64_t j = 0; j < m; j++) {                                               \
-        v = ADD(v, x[j]);                                                             \
+        v = NARROW(ADD(v, x[j]), narrow);                                             \
         x[j] = v;                                                                     \
       }                                                                               \
     } else if (op == OR_REDUCE_CUMPROD) {                                             \
       for (int64_t j = 0; j < m; j++) {                                               \
-        v = MUL(v, x[j]);                                                             \
+        v = NARROW(MUL(v, x[j]), narrow);                                             \
         x[j] = v;                                                                     \
       }                                                                               \
     } else if (op == OR_REDUCE_LOGCUMSUMEXP) {                                        \
@@ -229,8 +234,8 @@ static double log_add_exp_F(double x, double y) {
     a->v = v;                                                                         \
   }
 
-OR_DEFINE_FOLD(F, double, acc_f, ADD_F, MUL_F, ISNAN_F)
-OR_DEFINE_FOLD(I, int64_t, acc_i, ADD_I, MUL_I, ISNAN_I)
+OR_DEFINE_FOLD(F, double, acc_f, ADD_F, MUL_F, ISNAN_F, NARROW_F)
+OR_DEFINE_FOLD(I, int64_t, acc_i, ADD_I, MUL_I, ISNAN_I, NARROW_I)
 
 #define F_ABS(x) __builtin_fabs(x)
 
@@ -653,10 +658,11 @@ static int is_indexed_scan(uint32_t op) {
       const int64_t n0 = p->sizes[0], s0 = p->strides[OR_REDUCE_IN][0];                           \
       const int64_t o0 = p->strides[OR_REDUCE_OUT0][0];                                           \
       const int64_t o1 = p->noutputs > 1 ? p->strides[OR_REDUCE_OUT1][0] : 0;                     \
+      const int narrow = p->dtypes[OR_REDUCE_OUT0] == OR_F16 || p->dtypes[OR_REDUCE_OUT0] == OR_BF16; \
       for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                                \
         const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                  \
         LOAD(buf, in + k * s0, s0, p->dtypes[OR_REDUCE_IN], m);                                   \
-        scan_##S(p->op, &a, buf, ibuf, m, k);                                                     \
+        scan_##S(p->op, &a, buf, ibuf, m, k, narrow);                                             \
         STORE_ROW(out0 + k * o0, o0, p->dtypes[OR_REDUCE_OUT0], buf, m);                          \
         if (is_indexed_scan(p->op)) {                                                             \
           for (int64_t j = 0; j < m; j++) {                                                       \

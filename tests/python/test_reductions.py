@@ -166,6 +166,21 @@ def test_layouts_views_and_long_rows():
     _check(lambda t: t.expand(4, 67, 300, 3).sum(0), x, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+def test_scans_accumulate_as_cpu(dtype):
+    """cumsum and cumprod run their sums and products in CPU's accumulation type: float32 for
+    float16 and bfloat16 outputs (rounded to the output at each position), float64 for float32
+    and float64. Long lines whose sums are not exact in the element's type, along either
+    dimension, and a half-precision input summed into a float32 output: CPU's bits."""
+    g = torch.Generator().manual_seed(31)
+    x = (torch.randn(6, 3000, generator=g)).to(dtype)
+    near_one = (1 + torch.randn(6, 3000, generator=g) * 0.05).to(dtype)
+    for fn in (lambda t: t.cumsum(1), lambda t: t.cumsum(0), lambda t: t.cumsum(1, dtype=torch.float32)):
+        assert torch.equal(fn(x.to("openreg")).cpu(), fn(x))
+    for fn in (lambda t: t.cumprod(1), lambda t: t.cumprod(0)):
+        assert torch.equal(fn(near_one.to("openreg")).cpu(), fn(near_one))
+
+
 def test_out_forms_and_in_place_scans():
     x = _values((8, 9), torch.float32)
     d = x.to("openreg")
