@@ -801,6 +801,10 @@ enum or_softmax_op {
  *          with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
  * WINOGRAD_WEIGHT_ROTATED: the same for each kernel rotated by 180 degrees
  *          (the input gradient's kernel).
+ * The transformed operand of WINOGRAD_INPUT, _OUTPUT and _GRAD is (16,
+ * channels, N, tiles) with its 16 points `point_stride` elements apart (at
+ * least planes * tiles; the caller pads it so that the 16 rows a tile row
+ * writes or reads do not share a cache set).
  * WINOGRAD_INPUT: in: image planes of height x width, `planes` = N *
  *          `channels`; out0: (16, channels, N, tiles), the patch of tile
  *          (ty, tx) (image rows 2 ty - padding[0] + 0..3, columns 2 tx -
@@ -868,7 +872,8 @@ typedef struct or_pool {
   int64_t planes, height, width, out_height, out_width;
   int64_t kernel[2], stride[2], padding[2], dilation[2];
   int64_t divisor; /* AVG: the divisor_override, or 0 */
-  int64_t samples; /* the WINOGRAD fix-ups: N */
+  int64_t samples;      /* the WINOGRAD fix-ups: N */
+  int64_t point_stride; /* WINOGRAD_INPUT, _OUTPUT, _GRAD: between the transformed operand's 16 points */
   uint64_t data[OR_POOL_OPERANDS];
 } or_pool;
 

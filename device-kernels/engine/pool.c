@@ -694,7 +694,10 @@ static void winograd(const or_pool *p, int32_t worker, int32_t workers) {
        (p->out_height != (p->height + 1) / 2 || p->out_width != (p->width + 1) / 2))) {
     TRAP();
   }
-  const int64_t samples = p->planes / channels, step = p->planes * tiles;
+  const int64_t samples = p->planes / channels, step = p->point_stride;
+  if (step < p->planes * tiles) {
+    TRAP();
+  }
   const window g = window_of(p);
   for (int64_t q = lo; q < hi; q++) {
     /* plane q = sample n, channel c: tiles at (c * samples + n) * tiles */

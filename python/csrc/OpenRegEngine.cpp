@@ -839,24 +839,30 @@ void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out,
   const bool kernels = op == OR_POOL_WINOGRAD_WEIGHT || op == OR_POOL_WINOGRAD_WEIGHT_ROTATED ||
                        op == OR_POOL_WINOGRAD_WEIGHT_GRAD;
   const bool to_image = op == OR_POOL_WINOGRAD_OUTPUT || op == OR_POOL_WINOGRAD_WEIGHT_GRAD;
-  TORCH_INTERNAL_ASSERT((kernels || op == OR_POOL_WINOGRAD_INPUT || op == OR_POOL_WINOGRAD_OUTPUT ||
-                         op == OR_POOL_WINOGRAD_GRAD) &&
-                            in.is_contiguous() && out.is_contiguous() && in.scalar_type() == at::kFloat &&
-                            out.scalar_type() == at::kFloat && channels > 0,
-                        "openreg: launch_winograd operands");
   // the planes (kernels, images or outputs) and the transformed operand
   const at::Tensor& image = to_image ? out : in;
   const at::Tensor& transformed = to_image ? in : out;
+  TORCH_INTERNAL_ASSERT((kernels || op == OR_POOL_WINOGRAD_INPUT || op == OR_POOL_WINOGRAD_OUTPUT ||
+                         op == OR_POOL_WINOGRAD_GRAD) &&
+                            image.is_contiguous() && in.scalar_type() == at::kFloat &&
+                            out.scalar_type() == at::kFloat && channels > 0,
+                        "openreg: launch_winograd operands");
   if (image.numel() == 0) {
     return;
   }
   const int64_t H = image.size(-2), W = image.size(-1), planes = image.numel() / (H * W);
-  TORCH_INTERNAL_ASSERT(kernels ? (H == 3 && W == 3 && transformed.numel() == 16 * planes)
-                                : (planes % channels == 0 && transformed.numel() == 16 * planes * th * tw),
+  // kernels: (16, planes) dense; tiles: (16, rows, tiles) dense but for the points' stride
+  const bool dense_points = transformed.dim() == 3 && transformed.size(0) == 16 && transformed.stride(2) == 1 &&
+                            transformed.stride(1) == transformed.size(2) &&
+                            transformed.stride(0) >= transformed.size(1) * transformed.size(2);
+  TORCH_INTERNAL_ASSERT(kernels ? (H == 3 && W == 3 && transformed.is_contiguous() && transformed.numel() == 16 * planes)
+                                : (planes % channels == 0 && dense_points &&
+                                   transformed.numel() == 16 * planes * th * tw),
                         "openreg: launch_winograd sizes");
   const c10::Device device = out.device();
   or_pool block = pool_block(op, at::kFloat, planes, H, W, th, tw, {{3, 3}, {1, 1}, padding, {1, 1}});
   block.channels = static_cast<uint32_t>(channels);
+  block.point_stride = kernels ? planes : transformed.stride(0);
   std::array<uint32_t, OR_POOL_OPERANDS> pointers{};
   size_t npointers = 0;
   pool_operand(block, pointers, npointers, device, OR_POOL_IN, in);

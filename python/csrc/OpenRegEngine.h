@@ -126,6 +126,8 @@ void launch_windows(or_pool_op op, const at::Tensor& image, const at::Tensor& co
 // = (H + 1) / 2, tw = (W + 1) / 2. The weight gradient's adjoints: GRAD
 // reads (N, channels, H, W) output gradients and writes their tiles as
 // OUTPUT reads them; WEIGHT_GRAD reads (16, kernels) and writes (..., 3, 3).
+// The tiles' operand, (16, channels, N * th * tw), may have its 16 points
+// further apart than dense (winograd_space in OpenRegNN.cpp pads them).
 void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out, int64_t channels, int64_t th,
                      int64_t tw, const std::array<int64_t, 2>& padding);
 
