@@ -756,13 +756,16 @@ MATH_INLINE m_dd m_dd_mul(m_dd a, m_dd b) {
   return (m_dd){hi, e - (hi - p.hi)};
 }
 
-/* Scales v (hi in [2^-1022, 2^1023]) by a power of two to hi in [1, 2);
- * returns the power taken out (exact: both parts stay normal). */
+/* Scales v (hi positive and normal) by a power of two to hi in [1, 2);
+ * returns the power taken out. In two factors, 2^-(e/2) and 2^-(e - e/2),
+ * each a normal double (2^-1023 alone is not), so both parts stay exact. */
 MATH_INLINE int64_t m_dd_normalize(m_dd *v) {
   const int64_t e = (int64_t)((m_f64_bits(v->hi) >> 52) & 0x7ff) - 1023;
-  const double s = m_f64_from_bits((uint64_t)(1023 - e) << 52);
-  v->hi *= s;
-  v->lo *= s;
+  const int64_t e1 = e / 2;
+  const double s1 = m_f64_from_bits((uint64_t)(1023 - e1) << 52);
+  const double s2 = m_f64_from_bits((uint64_t)(1023 - (e - e1)) << 52);
+  v->hi = v->hi * s1 * s2;
+  v->lo = v->lo * s1 * s2;
   return e;
 }
 
@@ -785,7 +788,7 @@ MATH_INLINE double m_scale2(double v, int64_t e) {
 }
 
 /*
- * |x|^n (|x| finite, normal; n >= 1 an integer) by squaring in
+ * |x|^n (|x| finite and nonzero; n >= 1 an integer) by squaring in
  * double-double, each partial product scaled to [1, 2) with its power of
  * two kept aside, then rounded to double once: the error before that
  * rounding is about (2 log2 n) 2^-104 of the result, so the result is the
@@ -798,8 +801,10 @@ MATH_INLINE double m_scale2(double v, int64_t e) {
  */
 MATH_INLINE double m_pow_int_dd(double x, uint64_t n, int negative) {
 #pragma STDC FP_CONTRACT OFF
-  m_dd base = {__builtin_fabs(x), 0.0}, r = {1.0, 0.0};
-  int64_t eb = m_dd_normalize(&base), er = 0;
+  /* a subnormal |x| scaled up by 2^64 first, so that its parts are normal */
+  const int subnormal = __builtin_fabs(x) < 0x1p-1022;
+  m_dd base = {subnormal ? __builtin_fabs(x) * 0x1p64 : __builtin_fabs(x), 0.0}, r = {1.0, 0.0};
+  int64_t eb = m_dd_normalize(&base) - (subnormal ? 64 : 0), er = 0;
   for (;;) {
     if (n & 1) {
       r = m_dd_mul(r, base);
@@ -823,7 +828,7 @@ MATH_INLINE double m_pow_int_dd(double x, uint64_t n, int negative) {
   return m_scale2(q0 + q0 * residual, -er);
 }
 
-/* x^y as C's pow: integer powers (|y| < 2^53) of a normal x by squaring in
+/* x^y as C's pow: integer powers (|y| < 2^53) of a finite nonzero x by squaring in
  * double-double (m_pow_int_dd), others as e^(y ln|x|), with pow's special
  * cases for signs, zeros and infinities. */
 MATH_INLINE double m_pow_f64(double x, double y) {
@@ -840,7 +845,7 @@ MATH_INLINE double m_pow_f64(double x, double y) {
   }
   const double ax = __builtin_fabs(x);
   double r;
-  if (integral && __builtin_fabs(y) < 9007199254740992.0 && ax >= 0x1p-1022 && ax != __builtin_inf()) {
+  if (integral && __builtin_fabs(y) < 9007199254740992.0 && ax != 0.0 && ax != __builtin_inf()) {
     r = m_pow_int_dd(x, (uint64_t)__builtin_fabs(y), y < 0.0);
   } else {
     r = m_pow_nonneg_f64(ax, y);

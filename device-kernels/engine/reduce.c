@@ -42,8 +42,9 @@ typedef struct acc_i {
 #define ADD_F(x, y) ((x) + (y))
 #define MUL_F(x, y) ((x) * (y))
 #define ISNAN_F(x) ((x) != (x))
-/* A running float16/bfloat16 sum or product kept in float32, as CPU's scans
- * accumulate those types (in acc_type: float; float32's in double). */
+/* A running float16/bfloat16 sum, product or log-sum-exp kept in float32, as
+ * CPU's scans accumulate those types (in acc_type: float; float32's in
+ * double). */
 #define NARROW_F(x, narrow) ((narrow) ? (double)(float)(x) : (x))
 #define NARROW_I(x, narrow) ((void)(narrow), (x))
 /* Integer sums and products wrap, as C++'s do on CPU (without C's UB). */
@@ -199,8 +200,8 @@ static double log_add_exp_F(double x, double y) {
   }                                                                                   \
   /* A scan: x (positions pos.. along dimension 0) becomes its running sums   \
    * (products, extremes, log-sum-exps) after `a`, in order; cummax and        \
-   * cummin also write the extremes' positions into `idx`. `narrow`: the sums  \
-   * and products of a float16/bfloat16 output run in float32. */               \
+   * cummin also write the extremes' positions into `idx`. `narrow`: the sums, \
+   * products and log-sum-exps of a float16/bfloat16 output run in float32. */   \
   static void scan_##S(uint32_t op, ACC *a, T *x, int64_t *idx, int64_t m, int64_t pos, int narrow) { \
     T v = a->v;                                                                       \
     if (op == OR_REDUCE_CUMSUM) {                                                     \
@@ -215,7 +216,7 @@ static double log_add_exp_F(double x, double y) {
       }                                                                               \
     } else if (op == OR_REDUCE_LOGCUMSUMEXP) {                                        \
       for (int64_t j = 0; j < m; j++) {                                               \
-        v = log_add_exp_##S(x[j], v);                                                 \
+        v = NARROW(log_add_exp_##S(x[j], v), narrow);                                 \
         x[j] = v;                                                                     \
       }                                                                               \
     } else {                                                                          \

@@ -15,6 +15,9 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <functional>
+#include <vector>
+
 #include "OpenRegEngine.h"
 #include "OpenRegForeach.h"
 #include "OpenRegStructured.h"
@@ -85,6 +88,30 @@ Tensor step_grad(const Tensor& grad, const std::optional<Tensor>& grad_scale, bo
   return maximize ? grad.neg() : grad;
 }
 
+// Runs one parameter's per-parameter `step` on `item` (the parameter and its
+// states, undefined where absent) and the gradient `g`: in place, or for
+// float16 and bfloat16 on float32 copies written back after, as the kernel
+// and CPU's fused kernels compute those types (in half precision eps would
+// round to 0, and every product would round).
+void in_opmath(const std::vector<Tensor>& item, const Tensor& g,
+               const std::function<void(const std::vector<Tensor>&, const Tensor&)>& step) {
+  const at::ScalarType dtype = item[0].scalar_type();
+  if (dtype != at::kHalf && dtype != at::kBFloat16) {
+    step(item, g);
+    return;
+  }
+  std::vector<Tensor> wide;
+  for (const Tensor& t : item) {
+    wide.push_back(t.defined() ? t.to(at::kFloat) : t);
+  }
+  step(wide, g.to(at::kFloat));
+  for (size_t k = 0; k < item.size(); ++k) {
+    if (item[k].defined()) {
+      item[k].copy_(wide[k]);
+    }
+  }
+}
+
 // Whether `t` can be a scalar operand of the engine's optim_list kernel (a
 // step count, a tensor learning rate, grad_scale, found_inf): one float32 or
 // float64 element on the parameters' device.
@@ -130,9 +157,10 @@ enum class AdamMode { Original, AdamW };
 // (1 - beta2) g^2; param -= lr / (1 - beta1^step) * exp_avg / (sqrt(v) /
 // sqrt(1 - beta2^step) + eps), v the running maximum of exp_avg_sq with
 // amsgrad. Weight decay adds wd * param to g (Adam) or scales param by
-// 1 - lr * wd first (AdamW). The per-parameter ops round as the kernel does:
-// lerp, the fused multiply-adds of add with alpha and addcmul, the factors
-// and bias corrections in float64.
+// 1 - lr * wd first (AdamW). The per-parameter ops round as the kernel does
+// in float32 (lerp, the fused multiply-adds of add with alpha and addcmul,
+// the factors and bias corrections in float64), float16 and bfloat16 run in
+// float32 (in_opmath).
 template <AdamMode Mode>
 void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
                TensorList max_exp_avg_sqs, TensorList state_steps, const Lr& lr, double beta1, double beta2,
@@ -158,35 +186,36 @@ void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorL
     return;
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    Tensor param = params[i];
-    Tensor g = step_grad(grads[i], grad_scale, maximize);
-    if (weight_decay != 0.0) {
-      if constexpr (Mode == AdamMode::AdamW) {
-        if (lr.tensor.defined()) {
-          param.mul_(1.0 - lr.tensor.to(at::kDouble) * weight_decay);
+    const Tensor g = step_grad(grads[i], grad_scale, maximize);
+    const std::vector<Tensor> item = {params[i], exp_avgs[i], exp_avg_sqs[i],
+                                      amsgrad ? max_exp_avg_sqs[i] : Tensor()};
+    in_opmath(item, g, [&](const std::vector<Tensor>& t, Tensor g) {
+      const Tensor &param = t[0], &exp_avg = t[1], &exp_avg_sq = t[2];
+      if (weight_decay != 0.0) {
+        if constexpr (Mode == AdamMode::AdamW) {
+          if (lr.tensor.defined()) {
+            param.mul_(1.0 - lr.tensor.to(at::kDouble) * weight_decay);
+          } else {
+            param.mul_(1.0 - lr.value * weight_decay);
+          }
         } else {
-          param.mul_(1.0 - lr.value * weight_decay);
+          g = g.add(param, weight_decay);
         }
-      } else {
-        g = g.add(param, weight_decay);
       }
-    }
-    Tensor exp_avg = exp_avgs[i];
-    Tensor exp_avg_sq = exp_avg_sqs[i];
-    exp_avg.lerp_(g, 1.0 - beta1);
-    exp_avg_sq.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
-    const Tensor step = state_steps[i].to(at::kDouble);
-    const Tensor bias_correction1 = 1 - at::pow(beta1, step);
-    const Tensor bias_correction2_sqrt = (1 - at::pow(beta2, step)).sqrt_();
-    Tensor v = exp_avg_sq;
-    if (amsgrad) {
-      Tensor max_v = max_exp_avg_sqs[i];
-      max_v.copy_(at::maximum(max_v, exp_avg_sq));
-      v = max_v;
-    }
-    const Tensor denom = (v.sqrt() / bias_correction2_sqrt.to(v.scalar_type())).add_(eps);
-    const Tensor step_size = lr.over(bias_correction1).to(exp_avg.scalar_type());
-    param.sub_((exp_avg * step_size).div_(denom));
+      exp_avg.lerp_(g, 1.0 - beta1);
+      exp_avg_sq.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+      const Tensor step = state_steps[i].to(at::kDouble);
+      const Tensor bias_correction1 = 1 - at::pow(beta1, step);
+      const Tensor bias_correction2_sqrt = (1 - at::pow(beta2, step)).sqrt_();
+      Tensor v = exp_avg_sq;
+      if (amsgrad) {
+        t[3].copy_(at::maximum(t[3], exp_avg_sq));
+        v = t[3];
+      }
+      const Tensor denom = (v.sqrt() / bias_correction2_sqrt.to(v.scalar_type())).add_(eps);
+      const Tensor step_size = lr.over(bias_correction1).to(exp_avg.scalar_type());
+      param.sub_((exp_avg * step_size).div_(denom));
+    });
   }
 }
 
@@ -232,25 +261,28 @@ void sgd_step(TensorList params, TensorList grads, TensorList momentum_buffers, 
     return;
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    Tensor param = params[i];
-    Tensor g = step_grad(grads[i], grad_scale, maximize);
-    if (weight_decay != 0.0) {
-      g = g.add(param, weight_decay);
-    }
-    if (momentum != 0.0) {
-      Tensor buf = momentum_buffers[i];
-      if (is_first_step) {
-        buf.copy_(g);
-      } else {
-        buf.mul_(momentum).add_(g, 1.0 - dampening);
-      }
-      g = nesterov ? g.add(buf, momentum) : buf;
-    }
-    if (lr.tensor.defined()) {
-      param.addcmul_(g, lr.tensor.neg());
-    } else {
-      param.add_(g, -lr.value);
-    }
+    const Tensor g = step_grad(grads[i], grad_scale, maximize);
+    in_opmath({params[i], momentum != 0.0 ? momentum_buffers[i] : Tensor()}, g,
+              [&](const std::vector<Tensor>& t, Tensor g) {
+                const Tensor& param = t[0];
+                if (weight_decay != 0.0) {
+                  g = g.add(param, weight_decay);
+                }
+                if (momentum != 0.0) {
+                  const Tensor& buf = t[1];
+                  if (is_first_step) {
+                    buf.copy_(g);
+                  } else {
+                    buf.mul_(momentum).add_(g, 1.0 - dampening);
+                  }
+                  g = nesterov ? g.add(buf, momentum) : buf;
+                }
+                if (lr.tensor.defined()) {
+                  param.addcmul_(g, lr.tensor.neg());
+                } else {
+                  param.add_(g, -lr.value);
+                }
+              });
   }
 }
 
@@ -283,16 +315,17 @@ void adagrad_step(TensorList params, TensorList grads, TensorList state_sums, Te
     return;
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    Tensor param = params[i];
-    Tensor g = step_grad(grads[i], grad_scale, maximize);
-    if (weight_decay != 0.0) {
-      g = g.add(param, weight_decay);
-    }
-    Tensor state_sum = state_sums[i];
-    state_sum.addcmul_(g, g, 1.0);
-    const Tensor decay = (state_steps[i].to(at::kDouble) - 1) * lr_decay + 1;
-    const Tensor clr = lr.over(decay);
-    param.sub_((clr.to(g.scalar_type()) * g).div_(state_sum.sqrt().add_(eps)));
+    const Tensor g = step_grad(grads[i], grad_scale, maximize);
+    in_opmath({params[i], state_sums[i]}, g, [&](const std::vector<Tensor>& t, Tensor g) {
+      const Tensor &param = t[0], &state_sum = t[1];
+      if (weight_decay != 0.0) {
+        g = g.add(param, weight_decay);
+      }
+      state_sum.addcmul_(g, g, 1.0);
+      const Tensor decay = (state_steps[i].to(at::kDouble) - 1) * lr_decay + 1;
+      const Tensor clr = lr.over(decay);
+      param.sub_((clr.to(g.scalar_type()) * g).div_(state_sum.sqrt().add_(eps)));
+    });
   }
 }
 

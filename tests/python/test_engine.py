@@ -406,6 +406,12 @@ def test_float64_integer_powers_are_correctly_rounded():
     assert checked > 200
     # 0.999^100000 is near 3.5e-44: within one ulp of C's pow, which drifts at such exponents
     torch.testing.assert_close(actual[7:8], torch.pow(base[7:8], exponent[7:8]), rtol=2.3e-16, atol=0)
+    # the ends of the range: bases near the largest double, subnormal bases, results that
+    # overflow, underflow or are subnormal
+    edges = torch.tensor([1e308, 2.0**1023, -1e308, 2.0**-1023, 3e-320, -3e-320, 2.0**-1022, 10.0, 0.1, 1.5])
+    powers = torch.tensor([1.0, 2.0, -1.0, 3.0, -1.0, 1.0, -1.0, 308.0, 323.0, -1800.0])
+    torch.testing.assert_close(torch.pow(edges.to("openreg"), powers.to("openreg")).cpu(), torch.pow(edges, powers),
+                               rtol=0, atol=0)
 
 
 def test_trigonometry_is_accurate_over_a_wide_range():

@@ -219,13 +219,21 @@ def test_step_counts_of_two_dtypes_step_per_parameter():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", ["adagrad", "sgd-nesterov-decay", "sgd-dampening-maximize-device-lr", "adam",
                                   "adam-decay-amsgrad", "adamw-device-lr-maximize", "adamw-cpu-lr"])
-def test_per_parameter_steps_round_as_the_kernel(name):
+def test_per_parameter_steps_round_as_the_kernel(name, dtype):
     """The device ops that step strided parameters one by one are the kernel's fused multiply-adds
-    (add with alpha, addcmul), lerp, divisions and float64 factors, so float32 SGD, Adagrad, Adam
-    and AdamW give its bits."""
+    (add with alpha, addcmul), lerp, divisions and float64 factors, so SGD, Adagrad, Adam and
+    AdamW give its bits; float16 and bfloat16 parameters step in float32, as in the kernel (in
+    half precision Adam's eps would round to 0 and a zero gradient give NaN)."""
     make = OPTIMIZERS[name]
     shapes = [(7, 33), (5, 9)]
-    (kernel, _, _), (per_parameter, _, _) = (_train(DEV, make, shapes=shapes, transposed=t) for t in (False, True))
+    (kernel, _, _), (per_parameter, _, _) = (_train(DEV, make, dtype, shapes=shapes, transposed=t)
+                                             for t in (False, True))
     assert all(torch.equal(a, b) for a, b in zip(kernel, per_parameter))
+    if name.startswith("adam"):  # zero gradients: the step leaves the parameter finite
+        p = torch.ones(3, 2, dtype=dtype, device=DEV).t().requires_grad_()
+        p.grad = torch.zeros_like(p)
+        make([p], DEV).step()
+        assert torch.isfinite(p.detach().cpu()).all()

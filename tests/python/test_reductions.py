@@ -168,7 +168,7 @@ def test_layouts_views_and_long_rows():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
 def test_scans_accumulate_as_cpu(dtype):
-    """cumsum and cumprod run their sums and products in CPU's accumulation type: float32 for
+    """cumsum, cumprod and logcumsumexp run in CPU's accumulation type: float32 for
     float16 and bfloat16 outputs (rounded to the output at each position), float64 for float32
     and float64. Long lines whose sums are not exact in the element's type, along either
     dimension, and a half-precision input summed into a float32 output: CPU's bits."""
@@ -179,6 +179,12 @@ def test_scans_accumulate_as_cpu(dtype):
         assert torch.equal(fn(x.to("openreg")).cpu(), fn(x))
     for fn in (lambda t: t.cumprod(1), lambda t: t.cumprod(0)):
         assert torch.equal(fn(near_one.to("openreg")).cpu(), fn(near_one))
+    # logcumsumexp folds with the engine's log and exp in float64: CPU's bits once rounded to a
+    # narrower type, within an ulp or two of them in float64
+    exact = dtype != torch.float64
+    for t in (x, near_one):
+        torch.testing.assert_close(t.to("openreg").logcumsumexp(1).cpu(), t.logcumsumexp(1),
+                                   rtol=0 if exact else 1e-15, atol=0)
 
 
 def test_out_forms_and_in_place_scans():
