@@ -1104,6 +1104,112 @@ static void fma_lerp_f32(char *const *ptr, const int64_t *st, int64_t n, const o
   for (; j < n; j++) out[j] = fma_f32(wk, b[j] - a[j], base[j]);
 }
 
+/* ---- float32 ops through math.h's vector functions ----
+ *
+ * exp, sigmoid, erf, SiLU and GELU (and the backward ops of SiLU and GELU) run
+ * four lanes at a time with fused multiply-adds (math.h, v_exp_f32 and
+ * v_erf_f32) in every loop: contiguous rows directly, strided rows and other
+ * dtypes through a chunk of float32 values, and a row's last one to three
+ * elements as a vector padded with zeros. So an element's result is the same
+ * whatever the layout, the dtype it converts from or the split between
+ * workers. */
+#define K_GELU_PDF_F32 ((float)K_GELU_PDF)
+ALWAYS_INLINE v128_t v_op_f32(uint32_t op, v128_t a, v128_t b) {
+  const v128_t one = wasm_f32x4_splat(1.0f), half = wasm_f32x4_splat(0.5f);
+  switch (op) {
+  case OR_OP_EXP:
+    return v_exp_f32(a);
+  case OR_OP_SIGMOID:
+    return v_sigmoid_f32(a);
+  case OR_OP_ERF:
+    return v_erf_f32(a);
+  case OR_OP_SILU: /* a / (1 + e^-a) */
+    return wasm_f32x4_div(a, wasm_f32x4_add(one, v_exp_f32(wasm_f32x4_neg(a))));
+  case OR_OP_GELU: /* a / 2 (1 + erf(a / sqrt 2)) */
+    return wasm_f32x4_mul(wasm_f32x4_mul(a, half),
+                          wasm_f32x4_add(one, v_erf_f32(wasm_f32x4_mul(a, wasm_f32x4_splat((float)K_SQRT1_2)))));
+  case OR_OP_SILU_BACKWARD: { /* dy s (1 + x (1 - s)), s = sigmoid(x) */
+    const v128_t s = v_sigmoid_f32(b);
+    return wasm_f32x4_mul(wasm_f32x4_mul(a, s), wasm_f32x4_add(one, wasm_f32x4_mul(b, wasm_f32x4_sub(one, s))));
+  }
+  default: { /* GELU_BACKWARD: dy (cdf + x pdf) */
+    const v128_t cdf = wasm_f32x4_mul(half, wasm_f32x4_add(one, v_erf_f32(wasm_f32x4_mul(b, wasm_f32x4_splat((float)K_SQRT1_2)))));
+    const v128_t pdf = wasm_f32x4_mul(wasm_f32x4_splat(K_GELU_PDF_F32),
+                                      v_exp_f32(wasm_f32x4_mul(wasm_f32x4_mul(b, b), wasm_f32x4_splat(-0.5f))));
+    return wasm_f32x4_mul(a, v_madd_f32(b, pdf, cdf));
+  }
+  }
+}
+
+/* out[j] = op(a[j], b[j]) for j < n (b unread for unary ops): contiguous
+ * float32, out may be a or b. */
+ALWAYS_INLINE void v_row_f32(uint32_t op, float *out, const float *a, const float *b, int64_t n) {
+  int64_t j = 0;
+  _Pragma("clang loop unroll_count(2)") for (; j + 4 <= n; j += 4) {
+    wasm_v128_store(out + j, v_op_f32(op, wasm_v128_load(a + j), wasm_v128_load(b + j)));
+  }
+  if (j < n) {
+    float pa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pb[4] = {0.0f, 0.0f, 0.0f, 0.0f}, po[4];
+    for (int64_t t = j; t < n; t++) {
+      pa[t - j] = a[t];
+      pb[t - j] = b[t];
+    }
+    wasm_v128_store(po, v_op_f32(op, wasm_v128_load(pa), wasm_v128_load(pb)));
+    for (int64_t t = j; t < n; t++) out[t] = po[t - j];
+  }
+}
+
+#define OR_VECTOR_ROWS(NAME, ARITY)                                                                      \
+  static void vcontig_##NAME(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,      \
+                             const uint32_t *dt) {                                                       \
+    (void)st, (void)args, (void)dt;                                                                      \
+    v_row_f32(OR_OP_##NAME, (float *)ptr[0], (const float *)ptr[1],                                      \
+              (const float *)ptr[ARITY >= 2 ? 2 : 1], n);                                                \
+  }                                                                                                      \
+  __attribute__((no_builtin("memcpy"))) static void vchunks_##NAME(                                      \
+      char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args, const uint32_t *dt) {        \
+    (void)args;                                                                                          \
+    float in[2][OR_CHUNK];                                                                               \
+    float res[OR_CHUNK];                                                                                 \
+    for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {                                                       \
+      const int64_t m = n - j0 < OR_CHUNK ? n - j0 : OR_CHUNK;                                           \
+      for (int k = 1; k <= ARITY; k++) {                                                                 \
+        load_row_F32(in[k - 1], ptr[k] + j0 * st[k], st[k], dt[k], m);                                   \
+      }                                                                                                  \
+      v_row_f32(OR_OP_##NAME, res, in[0], in[ARITY - 1], m);                                             \
+      store_row_F32(ptr[0] + j0 * st[0], st[0], dt[0], res, m);                                          \
+    }                                                                                                    \
+  }
+OR_VECTOR_ROWS(EXP, 1)
+OR_VECTOR_ROWS(SIGMOID, 1)
+OR_VECTOR_ROWS(ERF, 1)
+OR_VECTOR_ROWS(SILU, 1)
+OR_VECTOR_ROWS(GELU, 1)
+OR_VECTOR_ROWS(SILU_BACKWARD, 2)
+OR_VECTOR_ROWS(GELU_BACKWARD, 2)
+
+/* The vector loops of `op` in float32 (contig, then strided and converting), or nulls. */
+static void vector_rows_f32(uint32_t op, or_row *contig, or_row *chunks) {
+#define OR_VECTOR_CASE(NAME)  \
+  case OR_OP_##NAME:          \
+    *contig = vcontig_##NAME; \
+    *chunks = vchunks_##NAME; \
+    return;
+  switch (op) {
+    OR_VECTOR_CASE(EXP)
+    OR_VECTOR_CASE(SIGMOID)
+    OR_VECTOR_CASE(ERF)
+    OR_VECTOR_CASE(SILU)
+    OR_VECTOR_CASE(GELU)
+    OR_VECTOR_CASE(SILU_BACKWARD)
+    OR_VECTOR_CASE(GELU_BACKWARD)
+  default:
+    *contig = 0;
+    *chunks = 0;
+  }
+#undef OR_VECTOR_CASE
+}
+
 /* The float32 row loop of `op` when it is one of the above, else null. */
 static or_row fma_row_f32(uint32_t op) {
   switch (op) {
@@ -1236,9 +1342,18 @@ static void run(const or_elementwise *p) {
   for (uint32_t k = 1; k < nt; k++) {
     want[k] = native;
   }
+  or_row generic = loops->generic;
   const or_row fma = p->compute == OR_COMPUTE_F32 ? fma_row_f32(p->op) : 0;
   if (fma) {
     contig = fma;
+  }
+  if (p->compute == OR_COMPUTE_F32) {
+    or_row vcontig, vchunks;
+    vector_rows_f32(p->op, &vcontig, &vchunks);
+    if (vcontig) {
+      contig = vcontig;
+      strided = generic = vchunks;
+    }
   }
   if (p->op == OR_OP_WHERE && dt[1] == OR_BOOL) {
     want[1] = OR_BOOL;
@@ -1252,7 +1367,7 @@ static void run(const or_elementwise *p) {
     contiguous = contiguous && st[k][0] == size && !((p->scalar_mask >> k) & 1);
     spreadable = spreadable && (st[k][0] == size || (k > 0 && st[k][0] == 0));
   }
-  const or_row row = !typed ? loops->generic : contiguous ? contig : strided;
+  const or_row row = !typed ? generic : contiguous ? contig : strided;
   walk(p, row, typed && !contiguous && spreadable ? contig : 0, base, st, dt);
 }
 

@@ -17,6 +17,7 @@
 #define OPENREG_ENGINE_MATH_H
 
 #include <stdint.h>
+#include <wasm_simd128.h>
 
 #define MATH_INLINE static inline __attribute__((always_inline))
 
@@ -1300,6 +1301,97 @@ MATH_SPECIAL double m_polygamma_f64(double n, double x) {
     factorial *= k;
   }
   return (((int64_t)n & 1) ? 1.0 : -1.0) * factorial * m_hurwitz_zeta_f64(n + 1.0, x);
+}
+
+/* ---- four float32 lanes at a time (relaxed SIMD) ----
+ *
+ * The float32 forms above are plain C that clang vectorizes, multiplies and
+ * adds rounded apart: wasm has no fused multiply-add outside relaxed SIMD,
+ * which clang never forms by itself. These are written on vectors with
+ * relaxed SIMD's madd, which the runtime compiles in wasmtime's
+ * deterministic mode, where it always fuses (a library call on a host
+ * without FMA): results are the same on every host. The elementwise engine
+ * runs exp, sigmoid, erf, SiLU and GELU (and their backward ops) through them in
+ * every loop, so a lane's result depends only on its inputs, never on the
+ * layout, the dtype's conversions or the split between workers. */
+#define MATH_VECTOR static inline __attribute__((always_inline, target("relaxed-simd")))
+
+MATH_VECTOR v128_t v_madd_f32(v128_t a, v128_t b, v128_t c) { /* a b + c, rounded once */
+  return wasm_f32x4_relaxed_madd(a, b, c);
+}
+
+/* e^x: m_exp_f32's reduction and Taylor polynomial, with each step fused.
+ * Where every lane's 2^k is a normal float (x in [-86, 88]) the scaling adds
+ * k to the exponent's bits; otherwise all four lanes take m_scale_f32's two
+ * factors. For a normal result both are exact, so the results are the same
+ * bits either way. */
+MATH_VECTOR v128_t v_exp_f32(v128_t x) {
+  const v128_t xc = wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(-110.0f)), wasm_f32x4_splat(89.0f));
+  const v128_t k = wasm_f32x4_nearest(wasm_f32x4_mul(xc, wasm_f32x4_splat(1.44269504088896341f)));
+  v128_t r = v_madd_f32(k, wasm_f32x4_splat(-0.693145751953125f), xc);
+  r = v_madd_f32(k, wasm_f32x4_splat(-1.428606765330187045e-06f), r);
+  /* e^r = 1 + (r + r^2 h), h = 1/2 + r/6 + ... + r^5/7! by Estrin's scheme
+   * (pairs, then pairs of pairs: a shorter chain than Horner's rule) */
+  const v128_t r2 = wasm_f32x4_mul(r, r);
+  const v128_t h01 = v_madd_f32(r, wasm_f32x4_splat(1.0f / 6.0f), wasm_f32x4_splat(0.5f));
+  const v128_t h23 = v_madd_f32(r, wasm_f32x4_splat(1.0f / 120.0f), wasm_f32x4_splat(1.0f / 24.0f));
+  const v128_t h45 = v_madd_f32(r, wasm_f32x4_splat(1.0f / 5040.0f), wasm_f32x4_splat(1.0f / 720.0f));
+  const v128_t h = v_madd_f32(wasm_f32x4_mul(r2, r2), h45, v_madd_f32(r2, h23, h01));
+  const v128_t p = wasm_f32x4_add(wasm_f32x4_splat(1.0f), v_madd_f32(r2, h, r));
+  /* k as an integer (m_int_of_f32) */
+  const v128_t n = wasm_i32x4_sub(wasm_f32x4_add(k, wasm_f32x4_splat(12582912.0f)), wasm_f32x4_splat(12582912.0f));
+  v128_t y;
+  if (wasm_v128_any_true(wasm_v128_or(wasm_f32x4_lt(xc, wasm_f32x4_splat(-86.0f)), wasm_f32x4_gt(xc, wasm_f32x4_splat(88.0f))))) {
+    const v128_t n1 = wasm_i32x4_shr(n, 1), n2 = wasm_i32x4_sub(n, n1);
+    y = wasm_f32x4_mul(wasm_f32x4_mul(p, wasm_i32x4_shl(wasm_i32x4_add(n1, wasm_i32x4_splat(127)), 23)),
+                       wasm_i32x4_shl(wasm_i32x4_add(n2, wasm_i32x4_splat(127)), 23));
+  } else {
+    y = wasm_i32x4_add(p, wasm_i32x4_shl(n, 23));
+  }
+  return wasm_v128_bitselect(x, y, wasm_f32x4_ne(x, x));
+}
+
+/* 1 / (1 + e^-x), as m_sigmoid_f32. */
+MATH_VECTOR v128_t v_sigmoid_f32(v128_t x) {
+  return wasm_f32x4_div(wasm_f32x4_splat(1.0f), wasm_f32x4_add(wasm_f32x4_splat(1.0f), v_exp_f32(wasm_f32x4_neg(x))));
+}
+
+/* erf x: m_erf_f32's two approximations with each step fused; a vector
+ * whose lanes all lie on one side of |x| = 1 computes only that side's. */
+MATH_VECTOR v128_t v_erf_f32(v128_t x) {
+  const v128_t ax = wasm_f32x4_abs(x);
+  const v128_t z = wasm_f32x4_mul(ax, ax);
+  const v128_t small = wasm_f32x4_lt(ax, wasm_f32x4_splat(1.0f));
+  v128_t near = wasm_i32x4_splat(0), far = near;
+  if (wasm_v128_any_true(small)) {
+    v128_t p = v_madd_f32(wasm_f32x4_splat(-5.648059865e-4f), z, wasm_f32x4_splat(4.921762028e-3f));
+    p = v_madd_f32(p, z, wasm_f32x4_splat(-2.671505423e-2f));
+    p = v_madd_f32(p, z, wasm_f32x4_splat(1.128031665e-1f));
+    p = v_madd_f32(p, z, wasm_f32x4_splat(-3.761234378e-1f));
+    p = v_madd_f32(p, z, wasm_f32x4_splat(1.128379126e+0f));
+    near = wasm_f32x4_mul(ax, p);
+  }
+  if (!wasm_i32x4_all_true(small)) {
+    const v128_t u = wasm_f32x4_sub(wasm_f32x4_pmin(ax, wasm_f32x4_splat(3.92f)), wasm_f32x4_splat(2.5f));
+    /* q by Estrin's scheme: the coefficients' pairs, then their pairs, ... */
+    const v128_t u2 = wasm_f32x4_mul(u, u), u4 = wasm_f32x4_mul(u2, u2);
+    const v128_t q0 = v_madd_f32(u, wasm_f32x4_splat(-7.434754245e-2f), wasm_f32x4_splat(2.108063559e-1f));
+    const v128_t q1 = v_madd_f32(u, wasm_f32x4_splat(-7.999776151e-3f), wasm_f32x4_splat(2.493827408e-2f));
+    const v128_t q2 = v_madd_f32(u, wasm_f32x4_splat(-7.381609229e-4f), wasm_f32x4_splat(2.465595174e-3f));
+    const v128_t q3 = v_madd_f32(u, wasm_f32x4_splat(-5.417795328e-5f), wasm_f32x4_splat(2.136442193e-4f));
+    const v128_t q4 = v_madd_f32(u, wasm_f32x4_splat(-6.248156551e-6f), wasm_f32x4_splat(1.390466695e-5f));
+    const v128_t q01 = v_madd_f32(u2, q1, q0), q23 = v_madd_f32(u2, q3, q2);
+    const v128_t q45 = v_madd_f32(u2, wasm_f32x4_splat(1.772887460e-6f), q4);
+    const v128_t q = v_madd_f32(wasm_f32x4_mul(u4, u4), q45, v_madd_f32(u4, q23, q01));
+    /* 1 - e^-z q, and 1 from 3.92 on (erfc below half an ulp of 1) */
+    far = v_madd_f32(wasm_f32x4_neg(v_exp_f32(wasm_f32x4_neg(z))), q, wasm_f32x4_splat(1.0f));
+    far = wasm_v128_bitselect(wasm_f32x4_splat(1.0f), far, wasm_f32x4_ge(ax, wasm_f32x4_splat(3.92f)));
+  }
+  const v128_t r = wasm_v128_bitselect(near, far, small);
+  /* the sign of x (copysign by bits), NaN as it came */
+  const v128_t sign = wasm_f32x4_splat(-0.0f);
+  const v128_t signed_r = wasm_v128_or(wasm_v128_andnot(r, sign), wasm_v128_and(x, sign));
+  return wasm_v128_bitselect(x, signed_r, wasm_f32x4_ne(x, x));
 }
 
 #endif /* OPENREG_ENGINE_MATH_H */

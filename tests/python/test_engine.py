@@ -346,6 +346,75 @@ def test_float32_functions_are_accurate_to_a_few_ulp(fn, bound):
     assert worst <= bound, f"{worst} ulp"
 
 
+# The ops that run through math.h's vector functions (fused multiply-adds, four lanes at a time),
+# as functions of the input (and, for the backward ops, of a gradient in the same layout).
+_VECTOR_OPS = {
+    "exp": lambda x, g: torch.exp(x),
+    "sigmoid": lambda x, g: torch.sigmoid(x),
+    "erf": lambda x, g: torch.special.erf(x),
+    "silu": lambda x, g: torch.nn.functional.silu(x),
+    "gelu": lambda x, g: torch.nn.functional.gelu(x),
+    "silu_backward": lambda x, g: torch.ops.aten.silu_backward(g, x),
+    "gelu_backward": lambda x, g: torch.ops.aten.gelu_backward(g, x),
+}
+
+
+def _vector_inputs(shape, seed):
+    """Normal values with the edges of exp's fast scaling (|x| near 87, NaN, infinities) mixed into
+    the same vectors, so that a vector's lanes take different paths."""
+    x = _values(shape, torch.float32, seed=seed)
+    edges = torch.tensor([88.5, -86.5, -100.0, 89.0, float("nan"), float("inf"), -float("inf"), -103.5, 0.0, -0.0])
+    flat = x.reshape(-1)
+    flat[7::13] = edges.repeat(flat[7::13].numel() // edges.numel() + 1)[: flat[7::13].numel()]
+    return x
+
+
+def _same_values(a, b):
+    """Equal bit for bit (signed zeros included), with NaNs of any payload at the same places."""
+    nan = torch.isnan(a)
+    bits = {4: torch.int32, 2: torch.int16}[a.element_size()]
+    return torch.equal(nan, torch.isnan(b)) and torch.equal(a[~nan].view(bits), b[~nan].view(bits))
+
+
+@pytest.mark.parametrize("name", list(_VECTOR_OPS))
+def test_vector_functions_give_the_same_bits_in_every_layout(name):
+    fn = _VECTOR_OPS[name]
+    x, g = _vector_inputs((37, 45), seed=3), _values((37, 45), torch.float32, seed=4)
+    xd, gd = x.to("openreg"), g.to("openreg")
+    with torch.openreg.fallback_policy("error"):
+        base = fn(xd, gd).cpu()
+        # strided rows (a transposed view) take the chunked loop
+        assert _same_values(fn(xd.t(), gd.t()).cpu(), base.t())
+        # every start offset: an element lands in a different lane, or in a row's padded last vector
+        for k in range(1, 6):
+            assert _same_values(fn(xd.reshape(-1)[k:], gd.reshape(-1)[k:]).cpu(), base.reshape(-1)[k:]), k
+        # float16 and bfloat16 inputs compute in float32 and round once
+        for dtype in (torch.float16, torch.bfloat16):
+            xh, gh = x.to(dtype), g.to(dtype)
+            actual = fn(xh.to("openreg"), gh.to("openreg")).cpu()
+            assert _same_values(actual, fn(xh.float().to("openreg"), gh.float().to("openreg")).cpu().to(dtype)), dtype
+    # against CPU (other formulas for some: tolerances), at finite inputs: CPU's vectorized erf makes
+    # gelu(inf) NaN, where the device gives inf
+    expected = fn(x, g)
+    finite = torch.isfinite(x)
+    torch.testing.assert_close(base[finite], expected[finite], equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
+def test_exp_scales_into_the_subnormals_and_overflows_like_cpu():
+    # float64 references: the device's exp is within an ulp here, subnormal results included
+    # (a vector with such a lane scales in two steps, which gives its other lanes the same bits)
+    x = torch.tensor([-87.0, -87.5, -88.0, -95.0, -100.0, -103.0, -103.9, -104.0, -110.0, -1000.0,
+                      88.0, 88.5, 88.72, 88.73, 89.0, 1000.0, 0.5, -0.5])
+    actual = torch.exp(x.to("openreg")).cpu()
+    reference = torch.exp(x.double())
+    finite = torch.isfinite(reference.float())
+    error = (actual.double() - reference).abs()[finite]
+    assert torch.all(error <= torch.maximum(reference.abs()[finite] * 2.0 ** -23, torch.tensor(2.0 ** -150, dtype=torch.float64))), actual
+    assert torch.equal(torch.isinf(actual), ~finite), "overflows to inf where float32 does"
+    for k in range(len(x)):  # alone, each in a vector of its own: the same bits
+        assert torch.equal(torch.exp(x[k:k + 1].to("openreg")).cpu(), actual[k:k + 1]), x[k]
+
+
 def test_pow_of_tensors_and_its_special_values_match_cpu():
     special = torch.tensor([-2.0, -0.5, 0.0, -0.0, 2.0, float("inf"), float("-inf"), float("nan"), 1.0, -1.0])
     base, exponent = torch.meshgrid(special, torch.tensor([3.0, 2.0, -1.0, -3.0, 0.5, -2.5, 0.0, float("nan"),
