@@ -19,6 +19,9 @@
 
 #include <wasm_simd128.h>
 
+/* math.h's vector exp (v_exp_f32) fuses with relaxed SIMD's madd. */
+#pragma clang attribute push(__attribute__((target("relaxed-simd"))), apply_to = function)
+
 /* Loop hints (see the contiguous loops of elementwise.c): wasmtime's epoch
  * check at each loop header makes a vector that lives across iterations (a
  * line's maximum, a scale, a lane accumulator) cost a spill and a reload per
@@ -42,7 +45,7 @@ ALWAYS_INLINE void lane_sums_F32(const float *v, int64_t n, double sums[OR_LANES
   v128_t s[OR_LANES / 2];
   for (int l = 0; l < OR_LANES / 2; l++) s[l] = wasm_f64x2_make(sums[2 * l], sums[2 * l + 1]);
   const int64_t n16 = n & ~(int64_t)(OR_LANES - 1);
-  for (int64_t j = 0; j < n16; j += OR_LANES) {
+  UNROLL4 for (int64_t j = 0; j < n16; j += OR_LANES) {
     for (int q = 0; q < OR_LANES / 4; q++) {
       const v128_t x = wasm_v128_load(v + j + 4 * q);
       s[2 * q] = wasm_f64x2_add(s[2 * q], wasm_f64x2_promote_low_f32x4(x));
@@ -82,25 +85,116 @@ ALWAYS_INLINE void lane_sums_F64(const double *v, int64_t n, double sums[OR_LANE
   }
 }
 
-/* The NaN-propagating maximum of v[0..n) (n >= 1), in four vectors (16 lanes) at a time. */
-ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
-  v128_t mx[4];
+/* The NaN-propagating maximum of v[0..n) (n >= 1): sixteen lanes of plain
+ * maxima (wasm's pmax, x86's maxps; ties keep the earlier value), with a
+ * separate record of whether a NaN was seen (the line's maximum is then a
+ * NaN). A function of its own, as are the line's other passes below: inlined
+ * into the kernel, its loop kept its pointers and accumulators on the stack
+ * (see the loop hints above). */
+NOINLINE static float max_f32(const float *v, int64_t n) {
+  v128_t mx[4], nan = wasm_i32x4_splat(0);
   for (int q = 0; q < 4; q++) mx[q] = wasm_f32x4_splat(-__builtin_inff());
   const int64_t n16 = n & ~(int64_t)15;
-  for (int64_t j = 0; j < n16; j += 16) {
+  UNROLL4 for (int64_t j = 0; j < n16; j += 16) {
     for (int q = 0; q < 4; q++) {
       const v128_t x = wasm_v128_load(v + j + 4 * q);
-      mx[q] = wasm_v128_bitselect(x, mx[q], wasm_v128_or(wasm_f32x4_gt(x, mx[q]), wasm_f32x4_ne(x, x)));
+      mx[q] = wasm_f32x4_pmax(mx[q], x);
+      nan = wasm_v128_or(nan, wasm_f32x4_ne(x, x));
     }
   }
   float lanes[16];
   for (int q = 0; q < 4; q++) wasm_v128_store(lanes + 4 * q, mx[q]);
+  int any_nan = wasm_v128_any_true(nan);
   for (int64_t j = n16; j < n; j++) {
-    lanes[j - n16] = (v[j] > lanes[j - n16] || v[j] != v[j]) ? v[j] : lanes[j - n16];
+    lanes[j - n16] = v[j] > lanes[j - n16] ? v[j] : lanes[j - n16];
+    any_nan |= v[j] != v[j];
   }
   float max = lanes[0];
-  for (int l = 1; l < 16; l++) max = (lanes[l] > max || lanes[l] != lanes[l]) ? lanes[l] : max;
-  return max;
+  for (int l = 1; l < 16; l++) max = lanes[l] > max ? lanes[l] : max;
+  return any_nan ? __builtin_nanf("") : max;
+}
+
+/* out[j] = in[j] scale over a line, eight vectors per iteration (the
+ * scale lives across the loop header: see the loop hints above). */
+NOINLINE static void scale_f32(float *out, const float *in, int64_t n, float scale) {
+  const v128_t s = wasm_f32x4_splat(scale);
+  int64_t j = 0;
+  _Pragma("clang loop unroll_count(8)") for (; j + 4 <= n; j += 4) {
+    wasm_v128_store(out + j, wasm_f32x4_mul(wasm_v128_load(in + j), s));
+  }
+  for (; j < n; j++) out[j] = in[j] * scale;
+}
+
+/* log_softmax's result over a line: (x - max) - log_total. */
+NOINLINE static void log_softmax_f32(float *out, const float *in, int64_t n, float max, float log_total) {
+  const v128_t m = wasm_f32x4_splat(max), l = wasm_f32x4_splat(log_total);
+  int64_t j = 0;
+  _Pragma("clang loop unroll_count(8)") for (; j + 4 <= n; j += 4) {
+    wasm_v128_store(out + j, wasm_f32x4_sub(wasm_f32x4_sub(wasm_v128_load(in + j), m), l));
+  }
+  for (; j < n; j++) out[j] = (in[j] - max) - log_total;
+}
+
+/* softmax's backward over a line: out = y (g - total), after the sum of g y. */
+NOINLINE static void products_f32(float *out, const float *g, const float *y, int64_t n) {
+  for (int64_t j = 0; j < n; j++) out[j] = g[j] * y[j];
+}
+
+NOINLINE static void softmax_backward_f32(float *out, const float *g, const float *y, int64_t n, float total) {
+  const v128_t t = wasm_f32x4_splat(total);
+  int64_t j = 0;
+  _Pragma("clang loop unroll_count(8)") for (; j + 4 <= n; j += 4) {
+    wasm_v128_store(out + j, wasm_f32x4_mul(wasm_v128_load(y + j), wasm_f32x4_sub(wasm_v128_load(g + j), t)));
+  }
+  for (; j < n; j++) out[j] = y[j] * (g[j] - total);
+}
+
+/* lane_sums_F32 over a whole line, as a function of its own. */
+NOINLINE static void line_sums_f32(const float *v, int64_t n, double sums[OR_LANES]) {
+  lane_sums_F32(v, n, sums);
+}
+
+/*
+ * e^(x - shift) over a line, and log_softmax's backward x - e^y total:
+ * float32 through math.h's v_exp_f32, four lanes at a time, the last one to
+ * three elements as a vector padded with zeros, so the chunked and the
+ * contiguous loops give the same bits; float64 through m_exp_f64.
+ */
+NOINLINE static void exp_shifted_F32(float *out, const float *in, int64_t n, float shift) {
+  const v128_t s = wasm_f32x4_splat(shift);
+  int64_t j = 0;
+  _Pragma("clang loop unroll_count(2)") for (; j + 4 <= n; j += 4) {
+    wasm_v128_store(out + j, v_exp_f32(wasm_f32x4_sub(wasm_v128_load(in + j), s)));
+  }
+  if (j < n) {
+    float pad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t t = j; t < n; t++) pad[t - j] = in[t];
+    wasm_v128_store(pad, v_exp_f32(wasm_f32x4_sub(wasm_v128_load(pad), s)));
+    for (int64_t t = j; t < n; t++) out[t] = pad[t - j];
+  }
+}
+
+NOINLINE static void exp_backward_F32(float *out, const float *in, const float *y, int64_t n, float total) {
+  const v128_t s = wasm_f32x4_splat(total);
+  int64_t j = 0;
+  _Pragma("clang loop unroll_count(2)") for (; j + 4 <= n; j += 4) {
+    const v128_t e = v_exp_f32(wasm_v128_load(y + j));
+    wasm_v128_store(out + j, wasm_f32x4_sub(wasm_v128_load(in + j), wasm_f32x4_mul(e, s)));
+  }
+  if (j < n) {
+    float pad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t t = j; t < n; t++) pad[t - j] = y[t];
+    wasm_v128_store(pad, wasm_f32x4_mul(v_exp_f32(wasm_v128_load(pad)), s));
+    for (int64_t t = j; t < n; t++) out[t] = in[t] - pad[t - j];
+  }
+}
+
+static void exp_shifted_F64(double *out, const double *in, int64_t n, double shift) {
+  INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = m_exp_f64(in[j] - shift);
+}
+
+static void exp_backward_F64(double *out, const double *in, const double *y, int64_t n, double total) {
+  INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = in[j] - m_exp_f64(y[j]) * total;
 }
 
 /* logsumexp's shift: the line's maximum, or 0 when it is infinite, as
@@ -110,7 +204,7 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
  * exp(x - max): an infinite maximum is the value (its shift is 0). */
 #define LSE_VALUE(max, log_total) ((max) == __builtin_inf() || (max) == -__builtin_inf() ? (max) : (log_total) + (max))
 
-#define OR_DEFINE_SOFTMAX(C, T, EXP, LOG)                                                              \
+#define OR_DEFINE_SOFTMAX(C, T, LOG)                                                                   \
   static void line_##C(const or_reduce *p, const char *in, char *y, char *out) {                    \
     const int64_t n = p->sizes[0];                                                                   \
     const int64_t si = p->strides[OR_REDUCE_IN][0], so = p->strides[OR_REDUCE_OUT0][0];              \
@@ -143,7 +237,7 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
       const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;                                         \
       load_row_##C(a, in + k * si, si, di, m);                                                       \
       if (forward) {                                                                                 \
-        INTERLEAVE2 for (int64_t j = 0; j < m; j++) a[j] = EXP(a[j] - max);                          \
+        exp_shifted_##C(a, a, m, max);                                                               \
         if (keep) store_row_##C(out + k * so, so, dout, a, m);                                       \
       } else if (p->op == OR_SOFTMAX_SOFTMAX_BACKWARD) {                                             \
         load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
@@ -172,7 +266,7 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
           load_row_##C(a, out + k * so, so, dout, m);                                                \
         } else {                                                                                     \
           load_row_##C(a, in + k * si, si, di, m);                                                   \
-          for (int64_t j = 0; j < m; j++) a[j] = EXP(a[j] - max);                                    \
+          exp_shifted_##C(a, a, m, max);                                                             \
         }                                                                                            \
         INTERLEAVE2 for (int64_t j = 0; j < m; j++) a[j] = a[j] * scale;                                         \
         break;                                                                                       \
@@ -188,15 +282,15 @@ ALWAYS_INLINE float max_f32(const float *v, int64_t n) {
       default: /* LOG_SOFTMAX_BACKWARD */                                                            \
         load_row_##C(a, in + k * si, si, di, m);                                                     \
         load_row_##C(b, y + k * sy, sy, dy, m);                                                      \
-        INTERLEAVE2 for (int64_t j = 0; j < m; j++) a[j] = a[j] - EXP(b[j]) * total;                             \
+        exp_backward_##C(a, a, b, m, total);                                                         \
         break;                                                                                       \
       }                                                                                              \
       store_row_##C(out + k * so, so, dout, a, m);                                                   \
     }                                                                                                \
   }
 
-OR_DEFINE_SOFTMAX(F32, float, m_exp_f32, m_log_f32)
-OR_DEFINE_SOFTMAX(F64, double, m_exp_f64, m_log_f64)
+OR_DEFINE_SOFTMAX(F32, float, m_log_f32)
+OR_DEFINE_SOFTMAX(F64, double, m_log_f64)
 
 /*
  * line_F32 for a line whose operands are all contiguous float32: the same
@@ -216,43 +310,43 @@ static void line_contig_f32(const or_reduce *p, const float *in, float *y, float
     float max = max_f32(in, n);
     max = p->op == OR_SOFTMAX_LOGSUMEXP ? LSE_SHIFT(max) : max;
     if (p->op == OR_SOFTMAX_SOFTMAX || p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP) {
-      INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = m_exp_f32(in[j] - max);
-      lane_sums_F32(out, n, sums);
+      exp_shifted_F32(out, in, n, max);
+      line_sums_f32(out, n, sums);
       const float total = (float)lanes_total(sums, OR_LANES);
       if (p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP) { /* LOGSUMEXP's value: its shift is this max when finite */
         y[0] = LSE_VALUE(max, m_log_f32(total));
       }
       const float scale = 1.0f / total;
-      INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = out[j] * scale;
+      scale_f32(out, out, n, scale);
     } else {
       for (int64_t k = 0; k < n; k += OR_CHUNK) {
         const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
-        INTERLEAVE2 for (int64_t j = 0; j < m; j++) scratch[j] = m_exp_f32(in[k + j] - max);
-        lane_sums_F32(scratch, m, sums);
+        exp_shifted_F32(scratch, in + k, m, max);
+        line_sums_f32(scratch, m, sums);
       }
       const float log_total = m_log_f32((float)lanes_total(sums, OR_LANES));
       if (p->op == OR_SOFTMAX_LOGSUMEXP) {
         out[0] = log_total + max;
         return;
       }
-      INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = (in[j] - max) - log_total;
+      log_softmax_f32(out, in, n, max, log_total);
     }
     return;
   }
   case OR_SOFTMAX_SOFTMAX_BACKWARD: {
     for (int64_t k = 0; k < n; k += OR_CHUNK) {
       const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
-      for (int64_t j = 0; j < m; j++) scratch[j] = in[k + j] * y[k + j];
-      lane_sums_F32(scratch, m, sums);
+      products_f32(scratch, in + k, y + k, m);
+      line_sums_f32(scratch, m, sums);
     }
     const float total = (float)lanes_total(sums, OR_LANES);
-    INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = y[j] * (in[j] - total);
+    softmax_backward_f32(out, in, y, n, total);
     return;
   }
   default: { /* LOG_SOFTMAX_BACKWARD */
-    lane_sums_F32(in, n, sums);
+    line_sums_f32(in, n, sums);
     const float total = (float)lanes_total(sums, OR_LANES);
-    INTERLEAVE2 for (int64_t j = 0; j < n; j++) out[j] = in[j] - m_exp_f32(y[j]) * total;
+    exp_backward_F32(out, in, y, n, total);
     return;
   }
   }
@@ -321,3 +415,5 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
     }
   }
 }
+
+#pragma clang attribute pop
