@@ -391,7 +391,7 @@ static void finish_I(const or_reduce *p, const acc_i *a, char *out0, char *out1,
 /* The sum of x[0..n) in double: blocks of 64 elements summed in sixteen
  * float32 lanes (four values each, so a block's error stays near one float32
  * rounding of its partial sums), each block's lanes then added in double. */
-static double sum_f32_contig(const float *x, int64_t n) {
+NOINLINE static double sum_f32_contig(const float *x, int64_t n) {
   v128_t t0 = wasm_f64x2_splat(0.0), t1 = t0;
   int64_t j = 0;
   for (; j + 64 <= n; j += 64) {
@@ -427,7 +427,7 @@ static double sum_f32_contig(const float *x, int64_t n) {
  * header reloads the loop's vectors from the stack: fewer passes, fewer
  * reloads). */
 #define OR_DEFINE_EXTREME_F32(NAME, PICK, BETTER)                                           \
-  static float NAME(const float *x, int64_t n) {                                            \
+  NOINLINE static float NAME(const float *x, int64_t n) {                                   \
     float r = x[0];                                                                         \
     int64_t j = 0;                                                                          \
     if (n >= 32) {                                                                          \
@@ -471,9 +471,34 @@ static double sum_f32_contig(const float *x, int64_t n) {
 OR_DEFINE_EXTREME_F32(max_f32_contig, wasm_f32x4_pmax, GREATER)
 OR_DEFINE_EXTREME_F32(min_f32_contig, wasm_f32x4_pmin, LESS)
 
+/* The position of the first element of x[0..n) equal to `target` (the
+ * first NaN when `target` is a NaN), which x holds: sixteen at a time. */
+NOINLINE static int64_t find_f32_contig(const float *x, int64_t n, float target) {
+  const int nan = target != target;
+  const v128_t t = wasm_f32x4_splat(target);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    v128_t hit = wasm_i32x4_splat(0);
+    for (int q = 0; q < 4; q++) {
+      const v128_t u = wasm_v128_load(x + j + 4 * q);
+      hit = wasm_v128_or(hit, nan ? wasm_f32x4_ne(u, u) : wasm_f32x4_eq(u, t));
+    }
+    if (wasm_v128_any_true(hit)) {
+      break;
+    }
+  }
+  for (; j < n; j++) {
+    if (nan ? x[j] != x[j] : x[j] == target) {
+      return j;
+    }
+  }
+  TRAP(); /* the extreme came from x */
+  return 0;
+}
+
 /* The sum of x[j]^2 (ord 2) or |x[j]| (ord 1) over x[0..n), in SIMD doubles:
  * each element widened exactly, four accumulators of two lanes. */
-static double power_sum_f32_contig(const float *x, int64_t n, int squares) {
+NOINLINE static double power_sum_f32_contig(const float *x, int64_t n, int squares) {
   const v128_t zero = wasm_f64x2_splat(0.0);
   v128_t s0 = zero, s1 = zero, s2 = zero, s3 = zero;
   int64_t j = 0;
@@ -569,6 +594,25 @@ static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n
   case OR_REDUCE_MIN: {
     const double y = (double)(op == OR_REDUCE_MAX ? max_f32_contig(x, n) : min_f32_contig(x, n));
     a->v = ((op == OR_REDUCE_MAX ? y > a->v : y < a->v) || y != y || a->v != a->v) ? (a->v != a->v ? a->v : y) : a->v;
+    return 1;
+  }
+  case OR_REDUCE_ARGMAX:
+  case OR_REDUCE_MAX_INDEX:
+  case OR_REDUCE_ARGMIN:
+  case OR_REDUCE_MIN_INDEX: {
+    /* The row's extreme (a NaN if it has one), then its first position: the
+     * element fold_F's loop would keep, merged into `a` as that loop merges
+     * one element. Positions count from the row's start, as there. */
+    if (n == 0) {
+      return 1;
+    }
+    const int max = op == OR_REDUCE_ARGMAX || op == OR_REDUCE_MAX_INDEX;
+    const int64_t j = find_f32_contig(x, n, max ? max_f32_contig(x, n) : min_f32_contig(x, n));
+    const double y = (double)x[j];
+    if (a->v == a->v && ((max ? y > a->v : y < a->v) || y != y)) {
+      a->v = y;
+      a->i = j;
+    }
     return 1;
   }
   case OR_REDUCE_VAR:

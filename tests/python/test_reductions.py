@@ -153,6 +153,30 @@ def test_nan_propagates_and_arg_ops_pick_the_first_extreme():
         _check(fn, x, exact=True)
 
 
+@pytest.mark.parametrize("length", (1, 3, 16, 17, 33, 100, 1000))
+def test_arg_ops_over_contiguous_float32_rows_match_cpu_and_the_strided_path(length):
+    # Contiguous float32 rows find the extreme with SIMD and then its first position; strided rows
+    # fold element by element. Ties, signed zeros, NaNs and infinities anywhere in a row.
+    g = torch.Generator().manual_seed(length)
+    x = torch.randint(-3, 4, (9, length), generator=g).float()  # many ties
+    x[1] = -0.0
+    x[2, length // 2:] = 0.0
+    x[3, -1] = float("nan")
+    x[4, length // 3] = float("nan")
+    x[4, -1] = float("nan")
+    x[5] = -float("inf")
+    x[6] = float("inf")
+    x[7, 0] = 7.0
+    x[8, -1] = -7.0
+    strided = x.t().contiguous().to("openreg").t()
+    for fn in (lambda t: t.argmax(1), lambda t: t.argmin(1), lambda t: t.max(1), lambda t: t.min(1),
+               lambda t: t.argmax(1, keepdim=True), lambda t: t.argmax()):
+        _check(fn, x, exact=True)
+        contiguous_result, strided_result = fn(x.to("openreg")), fn(strided)
+        for a, b in zip(torch.atleast_1d(contiguous_result), torch.atleast_1d(strided_result)):
+            assert torch.equal(a.cpu().nan_to_num(9.0), b.cpu().nan_to_num(9.0))
+
+
 def test_layouts_views_and_long_rows():
     x = _values((67, 300, 3), torch.float32)  # rows longer than one chunk of 256
     _check(lambda t: t.sum(1), x, rtol=1e-5, atol=1e-4)
