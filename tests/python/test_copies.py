@@ -185,3 +185,24 @@ def test_copies_between_contiguous_rows_of_one_dtype_like_cpu(device, dtype):
         back = torch.zeros(16, 64, 4, row, dtype=dtype, device=device)
         back.transpose(1, 2).copy_(x.transpose(1, 2).contiguous().to(device))  # into strided rows
         assert torch.equal(back.cpu(), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float64, torch.float16], ids=str)
+def test_transposing_copies_like_cpu(device, dtype):
+    """Planes copied across their diagonal (x.t().contiguous(), NCHW to NHWC and back): 4 x 4
+    blocks for 4-byte elements, through a tile buffer where rows lie a multiple of 2 KB apart;
+    ragged edges, unaligned starts, batches, and the split between workers."""
+    for rows, cols in ((1, 7), (3, 5), (4, 4), (5, 9), (33, 67), (64, 100), (512, 512), (1024, 36), (37, 1024)):
+        x = _sample(dtype, rows, cols + 1)
+        d = x.to(device)
+        assert torch.equal(d.t().contiguous().cpu(), x.t().contiguous()), (rows, cols)
+        assert torch.equal(d[:, 1:].t().contiguous().cpu(), x[:, 1:].t().contiguous()), (rows, cols)  # unaligned
+        out = torch.zeros(cols + 1, rows, dtype=dtype, device=device)
+        out.copy_(d.t())
+        assert torch.equal(out.cpu(), x.t())
+    nchw = _sample(dtype, 4, 24, 17, 19)
+    channels_last = nchw.to(device).contiguous(memory_format=torch.channels_last)
+    assert torch.equal(channels_last.cpu(), nchw.contiguous(memory_format=torch.channels_last))
+    assert torch.equal(channels_last.contiguous().cpu(), nchw)
+    batch = _sample(dtype, 6, 40, 70)
+    assert torch.equal(batch.to(device).transpose(1, 2).contiguous().cpu(), batch.transpose(1, 2).contiguous())
