@@ -1352,11 +1352,16 @@ MATH_VECTOR v128_t v_int_of_f32(v128_t k) {
  * exact, so a lane's bits do not depend on its neighbours. (The common path
  * without the clamps and NaN's select: 1.02 to 1.23 G elements/s per
  * worker.) */
+MATH_VECTOR v128_t v_exp_normal_f32(v128_t x) { /* every lane in [-86, 88] */
+  v128_t k;
+  const v128_t p = v_exp_reduce_f32(x, &k);
+  return wasm_i32x4_add(p, wasm_i32x4_shl(v_int_of_f32(k), 23));
+}
+
 MATH_VECTOR v128_t v_exp_f32(v128_t x) {
   v128_t k;
   if (wasm_i32x4_all_true(wasm_v128_and(wasm_f32x4_ge(x, wasm_f32x4_splat(-86.0f)), wasm_f32x4_le(x, wasm_f32x4_splat(88.0f))))) {
-    const v128_t p = v_exp_reduce_f32(x, &k);
-    return wasm_i32x4_add(p, wasm_i32x4_shl(v_int_of_f32(k), 23));
+    return v_exp_normal_f32(x);
   }
   const v128_t xc = wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(-110.0f)), wasm_f32x4_splat(89.0f));
   const v128_t p = v_exp_reduce_f32(xc, &k);
@@ -1399,8 +1404,11 @@ MATH_VECTOR v128_t v_erf_f32(v128_t x) {
     const v128_t q01 = v_madd_f32(u2, q1, q0), q23 = v_madd_f32(u2, q3, q2);
     const v128_t q45 = v_madd_f32(u2, wasm_f32x4_splat(1.772887460e-6f), q4);
     const v128_t q = v_madd_f32(wasm_f32x4_mul(u4, u4), q45, v_madd_f32(u4, q23, q01));
-    /* 1 - e^-z q, and 1 from 3.92 on (erfc below half an ulp of 1) */
-    far = v_madd_f32(wasm_f32x4_neg(v_exp_f32(wasm_f32x4_neg(z))), q, wasm_f32x4_splat(1.0f));
+    /* 1 - e^-z q, and 1 from 3.92 on (erfc below half an ulp of 1), where
+     * z is capped (at 16) so that e^-z stays normal: those lanes' values are
+     * replaced, and a NaN's at the end. */
+    const v128_t e = v_exp_normal_f32(wasm_f32x4_neg(wasm_f32x4_pmin(z, wasm_f32x4_splat(16.0f))));
+    far = v_madd_f32(wasm_f32x4_neg(e), q, wasm_f32x4_splat(1.0f));
     far = wasm_v128_bitselect(wasm_f32x4_splat(1.0f), far, wasm_f32x4_ge(ax, wasm_f32x4_splat(3.92f)));
   }
   const v128_t r = wasm_v128_bitselect(near, far, small);
