@@ -935,22 +935,42 @@ static void rows_spread(or_row contig, char *const *ptr, const int64_t *st, cons
 /*
  * A plane copied across its diagonal: out contiguous along dimension 0 and
  * `in` along dimension 1 (x.t().contiguous(), NCHW to NHWC), elements of
- * 4 bytes. Tile by tile (32 x 32), in 4 x 4 blocks: four rows of `in` read
- * as vectors and transposed in registers. The edges go element by element.
- * Row by row through the strided loop a transpose cost 3 ns per element
- * (1024 x 1024: 3.1 ms on one worker).
+ * 2, 4 or 8 bytes. Tile by tile (32 x 32 elements), in square blocks of 16
+ * bytes a row (8 x 8, 4 x 4, 2 x 2): a block's rows of `in` read as vectors
+ * and transposed in registers by interleaving shuffles. The edges go
+ * element by element. Row by row through the strided loop a transpose cost
+ * 3 ns per element (1024 x 1024 float32: 3.1 ms on one worker).
  *
- * Rows a multiple of 4 KB apart (a power-of-two matrix) share an L1 set, and
+ * Rows a multiple of 2 KB apart (a power-of-two matrix) share L1 sets, and
  * a tile's 32 rows then evict each other's lines between uses (1024 x 1024:
  * 0.83 ms against 0.29 for 1000 x 1000). Such planes go through a tile
- * buffer instead: blocks of four rows of `in` into the buffer, then its rows
- * out whole, so each row of `in` and of out is read or written in one go
- * (0.62 ms; other sizes lose to the buffer's extra pass, 512 x 512 0.10 to
- * 0.15 ms, and copy directly).
+ * buffer instead: blocks of `in`'s rows into the buffer, then its rows out
+ * whole, so each row of `in` and of out is read or written in one go
+ * (0.37 ms; other sizes lose to the buffer's extra pass and copy directly).
  */
 #define OR_TRANSPOSE_TILE 32
 
-/* The 4 x 4 block at src (rows `s` bytes apart), transposed, to dst (rows `d` bytes apart). */
+/* The 8 x 8 block of 2-byte elements at src (rows `s` bytes apart), transposed, to dst (rows `d` apart). */
+ALWAYS_INLINE void transpose_block_2(char *dst, int64_t d, const char *src, int64_t s) {
+  v128_t r[8], a[8], b[8];
+  for (int i = 0; i < 8; i++) r[i] = wasm_v128_load(src + i * s);
+  for (int i = 0; i < 8; i += 2) { /* pairs of rows, element by element */
+    a[i] = wasm_i16x8_shuffle(r[i], r[i + 1], 0, 8, 1, 9, 2, 10, 3, 11);
+    a[i + 1] = wasm_i16x8_shuffle(r[i], r[i + 1], 4, 12, 5, 13, 6, 14, 7, 15);
+  }
+  for (int i = 0; i < 8; i += 4) { /* quads of rows, pair by pair */
+    b[i] = wasm_i32x4_shuffle(a[i], a[i + 2], 0, 4, 1, 5);
+    b[i + 1] = wasm_i32x4_shuffle(a[i], a[i + 2], 2, 6, 3, 7);
+    b[i + 2] = wasm_i32x4_shuffle(a[i + 1], a[i + 3], 0, 4, 1, 5);
+    b[i + 3] = wasm_i32x4_shuffle(a[i + 1], a[i + 3], 2, 6, 3, 7);
+  }
+  for (int c = 0; c < 4; c++) { /* the two quads' halves: columns 2c and 2c + 1 */
+    wasm_v128_store(dst + 2 * c * d, wasm_i64x2_shuffle(b[c], b[c + 4], 0, 2));
+    wasm_v128_store(dst + (2 * c + 1) * d, wasm_i64x2_shuffle(b[c], b[c + 4], 1, 3));
+  }
+}
+
+/* The 4 x 4 block of 4-byte elements. */
 ALWAYS_INLINE void transpose_block_4(char *dst, int64_t d, const char *src, int64_t s) {
   const v128_t r0 = wasm_v128_load(src), r1 = wasm_v128_load(src + s);
   const v128_t r2 = wasm_v128_load(src + 2 * s), r3 = wasm_v128_load(src + 3 * s);
@@ -962,44 +982,57 @@ ALWAYS_INLINE void transpose_block_4(char *dst, int64_t d, const char *src, int6
   wasm_v128_store(dst + 3 * d, wasm_i64x2_shuffle(hi01, hi23, 1, 3));
 }
 
-NOINLINE static void transpose_plane_4(char *out, int64_t out_s1, const char *in, int64_t in_s0, int64_t n0,
-                                       int64_t n1) {
-  _Alignas(16) char tile[OR_TRANSPOSE_TILE * OR_TRANSPOSE_TILE * 4];
-  const int64_t tile_row = OR_TRANSPOSE_TILE * 4;
-  const int buffered = in_s0 % 2048 == 0 || out_s1 % 2048 == 0;
-  const int64_t m0 = n0 & ~(int64_t)3, m1 = n1 & ~(int64_t)3;
-  for (int64_t t1 = 0; t1 < m1; t1 += OR_TRANSPOSE_TILE) {
-    const int64_t w1 = m1 - t1 < OR_TRANSPOSE_TILE ? m1 - t1 : OR_TRANSPOSE_TILE;
-    for (int64_t t0 = 0; t0 < m0; t0 += OR_TRANSPOSE_TILE) {
-      const int64_t w0 = m0 - t0 < OR_TRANSPOSE_TILE ? m0 - t0 : OR_TRANSPOSE_TILE;
-      const char *src = in + t0 * in_s0 + t1 * 4;
-      if (!buffered) {
-        for (int64_t i1 = 0; i1 < w1; i1 += 4) {
-          for (int64_t i0 = 0; i0 < w0; i0 += 4) {
-            transpose_block_4(out + (t0 + i0) * 4 + (t1 + i1) * out_s1, out_s1, src + i0 * in_s0 + i1 * 4, in_s0);
-          }
-        }
-        continue;
-      }
-      for (int64_t i0 = 0; i0 < w0; i0 += 4) {
-        for (int64_t i1 = 0; i1 < w1; i1 += 4) {
-          transpose_block_4(tile + i1 * tile_row + i0 * 4, tile_row, src + i0 * in_s0 + i1 * 4, in_s0);
-        }
-      }
-      for (int64_t i1 = 0; i1 < w1; i1++) {
-        char *row = out + t0 * 4 + (t1 + i1) * out_s1;
-        for (int64_t i0 = 0; i0 < w0; i0 += 4) {
-          wasm_v128_store(row + i0 * 4, wasm_v128_load(tile + i1 * tile_row + i0 * 4));
-        }
-      }
-    }
-  }
-  for (int64_t i1 = 0; i1 < n1; i1++) { /* the edges: rows i0 >= m0 of every column, columns i1 >= m1 */
-    for (int64_t i0 = i1 < m1 ? m0 : 0; i0 < n0; i0++) {
-      *(uint32_t *)(out + i0 * 4 + i1 * out_s1) = *(const uint32_t *)(in + i0 * in_s0 + i1 * 4);
-    }
-  }
+/* The 2 x 2 block of 8-byte elements. */
+ALWAYS_INLINE void transpose_block_8(char *dst, int64_t d, const char *src, int64_t s) {
+  const v128_t r0 = wasm_v128_load(src), r1 = wasm_v128_load(src + s);
+  wasm_v128_store(dst, wasm_i64x2_shuffle(r0, r1, 0, 2));
+  wasm_v128_store(dst + d, wasm_i64x2_shuffle(r0, r1, 1, 3));
 }
+
+/* transpose_plane_<E>: elements of E bytes, blocks of B x B. */
+#define OR_DEFINE_TRANSPOSE(E, B, U)                                                                             \
+  NOINLINE static void transpose_plane_##E(char *out, int64_t out_s1, const char *in, int64_t in_s0, int64_t n0, \
+                                           int64_t n1) {                                                         \
+    _Alignas(16) char tile[OR_TRANSPOSE_TILE * OR_TRANSPOSE_TILE * (E)];                                         \
+    const int64_t tile_row = OR_TRANSPOSE_TILE * (E);                                                            \
+    const int buffered = in_s0 % 2048 == 0 || out_s1 % 2048 == 0;                                                \
+    const int64_t m0 = n0 / (B) * (B), m1 = n1 / (B) * (B);                                                      \
+    for (int64_t t1 = 0; t1 < m1; t1 += OR_TRANSPOSE_TILE) {                                                     \
+      const int64_t w1 = m1 - t1 < OR_TRANSPOSE_TILE ? m1 - t1 : OR_TRANSPOSE_TILE;                              \
+      for (int64_t t0 = 0; t0 < m0; t0 += OR_TRANSPOSE_TILE) {                                                   \
+        const int64_t w0 = m0 - t0 < OR_TRANSPOSE_TILE ? m0 - t0 : OR_TRANSPOSE_TILE;                            \
+        const char *src = in + t0 * in_s0 + t1 * (E);                                                            \
+        if (!buffered) {                                                                                         \
+          for (int64_t i1 = 0; i1 < w1; i1 += (B)) {                                                             \
+            for (int64_t i0 = 0; i0 < w0; i0 += (B)) {                                                          \
+              transpose_block_##E(out + (t0 + i0) * (E) + (t1 + i1) * out_s1, out_s1, src + i0 * in_s0 + i1 * (E), \
+                                  in_s0);                                                                        \
+            }                                                                                                    \
+          }                                                                                                      \
+          continue;                                                                                              \
+        }                                                                                                        \
+        for (int64_t i0 = 0; i0 < w0; i0 += (B)) {                                                              \
+          for (int64_t i1 = 0; i1 < w1; i1 += (B)) {                                                            \
+            transpose_block_##E(tile + i1 * tile_row + i0 * (E), tile_row, src + i0 * in_s0 + i1 * (E), in_s0);  \
+          }                                                                                                      \
+        }                                                                                                        \
+        for (int64_t i1 = 0; i1 < w1; i1++) {                                                                    \
+          char *row = out + t0 * (E) + (t1 + i1) * out_s1;                                                       \
+          for (int64_t i0 = 0; i0 < w0 * (E); i0 += 16) {                                                        \
+            wasm_v128_store(row + i0, wasm_v128_load(tile + i1 * tile_row + i0));                                \
+          }                                                                                                      \
+        }                                                                                                        \
+      }                                                                                                          \
+    }                                                                                                            \
+    for (int64_t i1 = 0; i1 < n1; i1++) { /* the edges: rows i0 >= m0 of every column, columns i1 >= m1 */      \
+      for (int64_t i0 = i1 < m1 ? m0 : 0; i0 < n0; i0++) {                                                      \
+        *(U *)(out + i0 * (E) + i1 * out_s1) = *(const U *)(in + i0 * in_s0 + i1 * (E));                         \
+      }                                                                                                          \
+    }                                                                                                            \
+  }
+OR_DEFINE_TRANSPOSE(2, 8, uint16_t)
+OR_DEFINE_TRANSPOSE(4, 4, uint32_t)
+OR_DEFINE_TRANSPOSE(8, 2, uint64_t)
 
 static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char *const *base,
                        int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS], const uint32_t *dt, int tiled) {
@@ -1024,9 +1057,17 @@ static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char 
       return;
     }
   }
-  if (p->op == OR_OP_COPY && !spread && nt == 2 && dt[0] == dt[1] && dtype_size(dt[0]) == 4 && n1 >= 4 &&
-      n0 >= 4 && row_stride[0] == 4 && plane_stride[1] == 4) {
-    transpose_plane_4(base[0], plane_stride[0], base[1], row_stride[1], n0, n1);
+  const int64_t esize = p->op == OR_OP_COPY && nt == 2 && dt[0] == dt[1] ? (int64_t)dtype_size(dt[0]) : 0;
+  const int square = esize == 2 || esize == 4 || esize == 8; /* a block is 16 / esize elements square */
+  if (square && !spread && n0 >= 16 / esize && n1 >= 16 / esize && row_stride[0] == esize &&
+      plane_stride[1] == esize) {
+    if (esize == 2) {
+      transpose_plane_2(base[0], plane_stride[0], base[1], row_stride[1], n0, n1);
+    } else if (esize == 4) {
+      transpose_plane_4(base[0], plane_stride[0], base[1], row_stride[1], n0, n1);
+    } else {
+      transpose_plane_8(base[0], plane_stride[0], base[1], row_stride[1], n0, n1);
+    }
     return;
   }
   /* rows per call of rows_spread: several when they are short and run on */
