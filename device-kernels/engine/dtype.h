@@ -140,9 +140,13 @@ ALWAYS_INLINE uint16_t f32_to_bf16(float f) {
 
 
 /* The same conversions four lanes at a time, bit for bit: halves (float16
- * or bfloat16 bits, one per 32-bit lane) to float32 and back. Every
- * comparison is a signed one (the values compared have no sign bit), one
- * instruction on x86-64 where an unsigned one takes three. */
+ * or bfloat16 bits, one per 32-bit lane) to float32 and back. The range
+ * tests compare magnitudes as floats (a NaN compares false, and has its own
+ * test): one instruction on x86-64. Integer compares of the magnitude's
+ * bits were signed ones in C, but clang proves them non-negative and emits
+ * unsigned compares, which Cranelift lowers to a max, an equality and a
+ * negation (f32 to f16: 1.15 ns per element on one worker, 0.5 with float
+ * compares). */
 ALWAYS_INLINE v128_t f16x4_to_f32x4(v128_t h) {
   const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
   const v128_t e = wasm_v128_and(h, wasm_i32x4_splat(0x7c00));
@@ -164,9 +168,10 @@ ALWAYS_INLINE v128_t f32x4_to_f16x4(v128_t x) {
   const v128_t normal = wasm_u32x4_shr(wasm_i32x4_add(wasm_i32x4_add(rebiased, wasm_i32x4_splat(0xfff)), odd), 13);
   const v128_t subnormal = wasm_i32x4_sub(wasm_f32x4_add(ax, wasm_f32x4_splat(0.5f)), wasm_i32x4_splat(0x3f000000));
   const v128_t nan = wasm_v128_or(wasm_i32x4_splat(0x7e00), wasm_v128_and(wasm_u32x4_shr(ax, 13), wasm_i32x4_splat(0x3ff)));
-  v128_t r = wasm_v128_bitselect(normal, subnormal, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x387fffff)));
-  r = wasm_v128_bitselect(wasm_i32x4_splat(0x7c00), r, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x477fffff)));
-  r = wasm_v128_bitselect(nan, r, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x7f800000)));
+  /* ax >= 2^-14 (the smallest normal half), ax >= 2^16 (infinity), ax a NaN */
+  v128_t r = wasm_v128_bitselect(normal, subnormal, wasm_f32x4_ge(ax, wasm_f32x4_splat(6.103515625e-05f)));
+  r = wasm_v128_bitselect(wasm_i32x4_splat(0x7c00), r, wasm_f32x4_ge(ax, wasm_f32x4_splat(65536.0f)));
+  r = wasm_v128_bitselect(nan, r, wasm_f32x4_ne(ax, ax));
   return wasm_v128_or(sign, r);
 }
 
@@ -174,8 +179,7 @@ ALWAYS_INLINE v128_t f32x4_to_bf16x4(v128_t u) {
   const v128_t odd = wasm_v128_and(wasm_u32x4_shr(u, 16), wasm_i32x4_splat(1));
   const v128_t rounded = wasm_u32x4_shr(wasm_i32x4_add(wasm_i32x4_add(u, wasm_i32x4_splat(0x7fff)), odd), 16);
   const v128_t nan = wasm_v128_or(wasm_u32x4_shr(u, 16), wasm_i32x4_splat(0x40));
-  const v128_t ax = wasm_v128_and(u, wasm_i32x4_splat(0x7fffffff));
-  return wasm_v128_bitselect(nan, rounded, wasm_i32x4_gt(ax, wasm_i32x4_splat(0x7f800000)));
+  return wasm_v128_bitselect(nan, rounded, wasm_f32x4_ne(u, u));
 }
 
 /* n halves at q (contiguous) to float32, and back: eight per step, the
