@@ -206,3 +206,20 @@ def test_transposing_copies_like_cpu(device, dtype):
     assert torch.equal(channels_last.contiguous().cpu(), nchw)
     batch = _sample(dtype, 6, 40, 70)
     assert torch.equal(batch.to(device).transpose(1, 2).contiguous().cpu(), batch.transpose(1, 2).contiguous())
+
+
+def test_widening_bytes_and_narrowing_floats_like_cpu(device):
+    """bool and uint8 to int64 and float32 (sixteen bytes at a time), float32 to int32 (NaN and
+    values out of range give INT32_MIN, as on CPU), over lengths around the vector widths."""
+    g = torch.Generator().manual_seed(0)
+    for n in (1, 15, 16, 17, 100, 4099):
+        flags = torch.rand(n, generator=g) > 0.5
+        raw = torch.randint(0, 256, (n,), generator=g).to(torch.uint8)
+        x = torch.randn(n, generator=g) * 3e9
+        for k, value in enumerate((float("nan"), float("inf"), -2147483648.0, 2147483648.0, -0.7, 2147483520.0)):
+            x[k::7] = value
+        cases = [(flags, torch.int64), (flags, torch.float32), (flags, torch.int32), (raw, torch.int64),
+                 (raw, torch.float32), (x, torch.int32)]
+        for source, dtype in cases:
+            assert torch.equal(source.to(device).to(dtype).cpu(), source.to(dtype)), (n, source.dtype, dtype)
+        assert torch.equal(flags.to(device).sum().cpu(), flags.sum())
