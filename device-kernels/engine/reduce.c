@@ -912,8 +912,11 @@ static void combine_column(uint32_t op, double *acc, const double *x, int64_t m)
  * stream well, and the accumulators (16 KiB) stay in the L1 cache. */
 #define OR_COLUMN_TILE 2048
 
-/* acc[j] += rows[0][j], then rows[1][j], ... (n rows, 1 to 4), in double. */
-static void add_rows_f32(double *acc, const float *const *rows, int n, int64_t m) {
+/* acc[j] += rows[0][j], then rows[1][j], ... (n rows, 1 to 4), in double.
+ * Four rows (the common case) take a loop of their own, the rows unrolled:
+ * with n unknown, the loop over rows kept its two accumulators on the stack
+ * (a loop header's epoch check). */
+ALWAYS_INLINE void add_rows_n_f32(double *acc, const float *const *rows, int n, int64_t m) {
   int64_t j = 0;
   for (; j + 4 <= m; j += 4) {
     v128_t lo = wasm_v128_load(acc + j), hi = wasm_v128_load(acc + j + 2);
@@ -927,6 +930,44 @@ static void add_rows_f32(double *acc, const float *const *rows, int n, int64_t m
   }
   for (; j < m; j++) {
     for (int r = 0; r < n; r++) acc[j] += (double)rows[r][j];
+  }
+}
+
+NOINLINE static void add_rows_f32(double *acc, const float *const *rows, int n, int64_t m) {
+  if (n == 4) {
+    add_rows_n_f32(acc, rows, 4, m);
+  } else {
+    add_rows_n_f32(acc, rows, n, m);
+  }
+}
+
+/* acc[j] = the NaN-propagating max (min) of acc[j] and rows[0][j], then
+ * rows[1][j], ... (n rows, 1 to 4), in float32: combine_column's selection
+ * (each a float32 value, so the same in either type), four lanes at a time. */
+ALWAYS_INLINE void extreme_rows_n_f32(float *acc, const float *const *rows, int n, int64_t m, int max) {
+  int64_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    v128_t a = wasm_v128_load(acc + j);
+    for (int r = 0; r < n; r++) {
+      const v128_t u = wasm_v128_load(rows[r] + j);
+      const v128_t better = max ? wasm_f32x4_gt(u, a) : wasm_f32x4_lt(u, a);
+      a = wasm_v128_bitselect(u, a, wasm_v128_or(better, wasm_f32x4_ne(u, u)));
+    }
+    wasm_v128_store(acc + j, a);
+  }
+  for (; j < m; j++) {
+    for (int r = 0; r < n; r++) {
+      const float x = rows[r][j];
+      acc[j] = ((max ? x > acc[j] : x < acc[j]) || x != x) ? x : acc[j];
+    }
+  }
+}
+
+NOINLINE static void extreme_rows_f32(float *acc, const float *const *rows, int n, int64_t m, int max) {
+  if (n == 4) {
+    extreme_rows_n_f32(acc, rows, 4, m, max);
+  } else {
+    extreme_rows_n_f32(acc, rows, n, m, max);
   }
 }
 
@@ -945,13 +986,19 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
   int64_t counter[OR_MAX_DIMS] = {0};
   const char *row = in;
   const int f32_sum = dt == OR_F32 && es == 4 && (p->op == OR_REDUCE_SUM || p->op == OR_REDUCE_MEAN);
+  const int f32_extreme = dt == OR_F32 && es == 4 && (p->op == OR_REDUCE_MAX || p->op == OR_REDUCE_MIN);
   /* float32 sums take rows four at a time: each accumulator is loaded and
    * stored once per four additions (made in the same order as one row at a
-   * time, so the result is the same) */
+   * time, so the result is the same); float32 maxima and minima too, kept
+   * in float32 (`extremes`, in `buf`, which only the other folds use) */
+  float *const extremes = (float *)buf;
+  if (f32_extreme) {
+    for (int64_t j = 0; j < m; j++) extremes[j] = (float)a0.v;
+  }
   const float *rows[4];
   int pending = 0;
   for (;;) {
-    if (f32_sum) {
+    if (f32_sum || f32_extreme) {
       rows[pending++] = (const float *)row;
     } else {
       load_f64(buf, row, es, dt, m);
@@ -967,7 +1014,11 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
       counter[d] = 0;
     }
     if (pending == 4 || (pending > 0 && d >= nr)) {
-      add_rows_f32(acc, rows, pending, m);
+      if (f32_sum) {
+        add_rows_f32(acc, rows, pending, m);
+      } else {
+        extreme_rows_f32(extremes, rows, pending, m, p->op == OR_REDUCE_MAX);
+      }
       pending = 0;
     }
     if (d >= nr) {
@@ -976,6 +1027,9 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
   }
   if (p->op == OR_REDUCE_MEAN) {
     for (int64_t j = 0; j < m; j++) acc[j] /= (double)count;
+  }
+  if (f32_extreme) {
+    for (int64_t j = 0; j < m; j++) acc[j] = (double)extremes[j];
   }
   store_row_F64(out0, p->strides[OR_REDUCE_OUT0][o], p->dtypes[OR_REDUCE_OUT0], acc, m);
 }

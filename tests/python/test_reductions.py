@@ -177,6 +177,22 @@ def test_arg_ops_over_contiguous_float32_rows_match_cpu_and_the_strided_path(len
             assert torch.equal(a.cpu().nan_to_num(9.0), b.cpu().nan_to_num(9.0))
 
 
+def test_float32_column_extremes_match_cpu():
+    # x.amax(0) of a row-major matrix runs down columns, four rows at a time, in float32: NaNs
+    # anywhere (they win), infinities, signed zeros and ties; row counts around the groups of four.
+    g = torch.Generator().manual_seed(5)
+    for rows in (1, 3, 4, 5, 9, 64):
+        x = torch.randint(-3, 4, (rows, 37), generator=g).float()
+        x[rows // 2, 3] = float("nan")
+        x[-1, 4] = float("nan")
+        x[:, 5] = -float("inf")
+        x[0, 6] = float("inf")
+        x[:, 7] = -0.0
+        for fn in (lambda t: t.amax(0), lambda t: t.amin(0), lambda t: t.amax((0, 2)) if t.dim() == 3 else t.amin(0)):
+            _check(fn, x, exact=True)
+        _check(lambda t: t.amax(0), x.reshape(rows, 37, 1).expand(rows, 37, 2).reshape(rows, 74), exact=True)
+
+
 def test_layouts_views_and_long_rows():
     x = _values((67, 300, 3), torch.float32)  # rows longer than one chunk of 256
     _check(lambda t: t.sum(1), x, rtol=1e-5, atol=1e-4)
