@@ -104,7 +104,9 @@ ALWAYS_INLINE int64_t checked_index(const char *p, int64_t wrap, int64_t size) {
  * checks as index_element in loops of their own: with the generic element's
  * switches gone, the core keeps many of the (cache-missing) indexed loads in
  * flight. A row with one index for all its elements (index_select's and
- * embedding's rows) checks it once and copies the row.
+ * embedding's rows) checks it once and copies the row (contiguous rows as
+ * one block copy: element by element, a 512 x 512 index_select took 0.16 ms
+ * on one worker).
  */
 #define OR_DEFINE_GATHER_ROW(NAME, U)                                                             \
   static void NAME(const or_index *p, char *const *ptr, int64_t n) {                             \
@@ -118,6 +120,10 @@ ALWAYS_INLINE int64_t checked_index(const char *p, int64_t wrap, int64_t size) {
     if (si == 0) {                                                                                \
       const int64_t idx = checked_index(ip, wrap, size);                                          \
       const char *src = base + idx * stride;                                                      \
+      if (sd == (int64_t)sizeof(U) && sb == (int64_t)sizeof(U)) { /* contiguous rows */           \
+        copy_bytes(dst, src, (usize)n * sizeof(U));                                               \
+        return;                                                                                   \
+      }                                                                                           \
       for (int64_t i = 0; i < n; i++) *(U *)(dst + i * sd) = *(const U *)(src + i * sb);          \
       return;                                                                                     \
     }                                                                                             \
