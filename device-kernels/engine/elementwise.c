@@ -316,7 +316,7 @@ OR_DEFINE_MORE_OPS(double, f64, __builtin_fabs)
   X(ASIN, 1, T, m_asin_##SUFFIX(a))                                                                   \
   X(ACOS, 1, T, m_acos_##SUFFIX(a))                                                                   \
   X(ATAN, 1, T, m_atan_##SUFFIX(a))                                                                   \
-  X(ATAN2, 2, T, (T)m_atan2_f64((double)a, (double)b))                                                \
+  X(ATAN2, 2, T, m_atan2_##SUFFIX(a, b))                                                              \
   X(SINH, 1, T, (T)m_sinh_f64((double)a))                                                             \
   X(COSH, 1, T, (T)m_cosh_f64((double)a))                                                             \
   X(ASINH, 1, T, (T)m_asinh_f64((double)a))                                                           \

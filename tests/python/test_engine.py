@@ -415,6 +415,20 @@ def test_exp_scales_into_the_subnormals_and_overflows_like_cpu():
         assert torch.equal(torch.exp(x[k:k + 1].to("openreg")).cpu(), actual[k:k + 1]), x[k]
 
 
+def test_float32_atan2_is_within_an_ulp_in_every_quadrant():
+    # float32 atan2 computes in double without branches and rounds once
+    g = torch.Generator().manual_seed(2)
+    y = torch.cat([torch.randn(100000, generator=g) * 10, torch.randn(1000, generator=g) * 1e-30,
+                   torch.randn(1000, generator=g) * 1e30])
+    x = torch.cat([torch.randn(100000, generator=g) * 10, torch.randn(1000, generator=g) * 1e30,
+                   torch.randn(1000, generator=g) * 1e-30])
+    actual = torch.atan2(y.to("openreg"), x.to("openreg")).cpu()
+    reference = torch.atan2(y.double(), x.double())
+    ulp = torch.nextafter(reference.float().abs(), torch.tensor(float("inf"))).double() - reference.float().abs().double()
+    assert ((actual.double() - reference).abs() / ulp).max().item() <= 1.0
+    assert torch.equal(torch.signbit(actual), torch.signbit(reference))
+
+
 def test_pow_of_tensors_and_its_special_values_match_cpu():
     special = torch.tensor([-2.0, -0.5, 0.0, -0.0, 2.0, float("inf"), float("-inf"), float("nan"), 1.0, -1.0])
     base, exponent = torch.meshgrid(special, torch.tensor([3.0, 2.0, -1.0, -3.0, 0.5, -2.5, 0.0, float("nan"),
