@@ -1034,6 +1034,35 @@ OR_DEFINE_TRANSPOSE(2, 8, uint16_t)
 OR_DEFINE_TRANSPOSE(4, 4, uint32_t)
 OR_DEFINE_TRANSPOSE(8, 2, uint64_t)
 
+/* out[j] = in[-j] for j < n, elements of `es` bytes (1, 2, 4 or 8): a row of
+ * flip, whose source walks backwards. 16 bytes at a time with their lanes
+ * reversed; element by element through the strided loop, flip(1) of
+ * 512 x 512 float32 took 0.21 ms on one worker. */
+NOINLINE static void reverse_row(char *out, const char *in, int64_t n, int64_t es) {
+  const int64_t lanes = 16 / es;
+  int64_t j = 0;
+  for (; j + lanes <= n; j += lanes) {
+    const v128_t v = wasm_v128_load(in - (j + lanes - 1) * es);
+    v128_t r;
+    switch (es) {
+    case 1:
+      r = wasm_i8x16_shuffle(v, v, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+      break;
+    case 2:
+      r = wasm_i16x8_shuffle(v, v, 7, 6, 5, 4, 3, 2, 1, 0);
+      break;
+    case 4:
+      r = wasm_i32x4_shuffle(v, v, 3, 2, 1, 0);
+      break;
+    default:
+      r = wasm_i64x2_shuffle(v, v, 1, 0);
+      break;
+    }
+    wasm_v128_store(out + j * es, r);
+  }
+  for (; j < n; j++) move_element(out + j * es, in - j * es, (uint32_t)es);
+}
+
 static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char *const *base,
                        int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS], const uint32_t *dt, int tiled) {
   const uint32_t nt = p->ntensors;
@@ -1044,6 +1073,14 @@ static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char 
   for (uint32_t k = 0; k < nt; k++) {
     row_stride[k] = st[k][0];
     plane_stride[k] = p->ndim > 1 ? st[k][1] : 0;
+  }
+  /* flip's rows: a contiguous output from a source walking backwards */
+  if (p->op == OR_OP_COPY && !spread && nt == 2 && dt[0] == dt[1] && dtype_size(dt[0]) <= 8 &&
+      row_stride[0] == (int64_t)dtype_size(dt[0]) && row_stride[1] == -row_stride[0]) {
+    for (int64_t i1 = 0; i1 < n1; i1++) {
+      reverse_row(base[0] + i1 * plane_stride[0], base[1] + i1 * plane_stride[1], n0, row_stride[0]);
+    }
+    return;
   }
   /* A copy between contiguous rows of one dtype: the plane's rows in one
    * loop here. A call of the row function per row cost about 12 ns, as long

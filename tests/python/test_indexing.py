@@ -547,3 +547,14 @@ def test_triangles_of_every_layout_and_dtype_match_cpu():
                 for fn in (lambda t: t.tril(k), lambda t: t.triu(k), lambda t: t.transpose(-1, -2).tril(k),
                            lambda t: t.clone().tril_(k), lambda t: t.transpose(-1, -2).clone().triu_(k)):
                     assert torch.equal(fn(x.to("openreg")).cpu(), fn(x)), (shape, dtype, k)
+
+
+def test_flips_of_every_element_size_match_cpu():
+    """flip's rows that walk their source backwards: 16 bytes at a time with the lanes reversed, and
+    the ragged ends, for 1-, 2-, 4- and 8-byte elements."""
+    g = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float16, torch.float64, torch.int64, torch.bool, torch.uint8, torch.int32):
+        for shape in [(1,), (5,), (17,), (33,), (3, 40), (2, 3, 37)]:
+            x = (torch.randn(shape, generator=g) * 100).to(dtype)
+            for dims in [(-1,), (0,), tuple(range(len(shape)))]:
+                assert torch.equal(x.to("openreg").flip(dims).cpu(), x.flip(dims)), (dtype, shape, dims)
