@@ -930,8 +930,6 @@ static void rows_spread(or_row contig, char *const *ptr, const int64_t *st, cons
   }
 }
 
-/* Dimensions 0 and 1 at the given bases: rows of dimension 0, one per index
- * of dimension 1, tiled when `tiled`. */
 /*
  * A plane copied across its diagonal: out contiguous along dimension 0 and
  * `in` along dimension 1 (x.t().contiguous(), NCHW to NHWC), elements of
@@ -1063,6 +1061,8 @@ NOINLINE static void reverse_row(char *out, const char *in, int64_t n, int64_t e
   for (; j < n; j++) move_element(out + j * es, in - j * es, (uint32_t)es);
 }
 
+/* Dimensions 0 and 1 at the given bases: rows of dimension 0, one per index
+ * of dimension 1, tiled when `tiled`. */
 static void walk_plane(const or_elementwise *p, or_row row, or_row spread, char *const *base,
                        int64_t st[OR_MAX_OPERANDS][OR_MAX_DIMS], const uint32_t *dt, int tiled) {
   const uint32_t nt = p->ntensors;

@@ -493,9 +493,10 @@ EXPORT(positions) void positions(const or_position *params, int32_t worker, int3
   }
   /* TRIL / TRIU over the last two dimensions, a row (the last dimension) at a time. */
   const char *in = device_ptr(p->data[1]);
-  const int64_t k = p->args[0].i;
   const int lower = p->op == OR_POSITION_TRIL;
-  const int64_t n = p->sizes[ndim - 1];
+  const int64_t n = p->sizes[ndim - 1], rows = p->sizes[ndim - 2];
+  /* the diagonal, clamped past either corner (the same triangle; i + k cannot overflow) */
+  const int64_t k = p->args[0].i < -rows - 1 ? -rows - 1 : p->args[0].i > n + 1 ? n + 1 : p->args[0].i;
   const int64_t so = p->strides[0][ndim - 1], si = p->strides[1][ndim - 1];
   int64_t counter[OR_MAX_DIMS] = {0};
   for (;;) {

@@ -975,7 +975,11 @@ NOINLINE static void extreme_rows_f32(float *acc, const float *const *rows, int 
  * in the input), all reduced together. */
 static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m, int64_t count) {
   double acc[OR_COLUMN_TILE];
-  double buf[OR_COLUMN_TILE];
+  union {
+    double buf[OR_COLUMN_TILE];
+    float extremes[OR_COLUMN_TILE];
+  } scratch;
+  double *const buf = scratch.buf;
   const acc_f a0 = init_F(p);
   for (int64_t j = 0; j < m; j++) {
     acc[j] = a0.v;
@@ -990,8 +994,8 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
   /* float32 sums take rows four at a time: each accumulator is loaded and
    * stored once per four additions (made in the same order as one row at a
    * time, so the result is the same); float32 maxima and minima too, kept
-   * in float32 (`extremes`, in `buf`, which only the other folds use) */
-  float *const extremes = (float *)buf;
+   * in float32 (`extremes`, sharing `buf`'s space: only the other folds use it) */
+  float *const extremes = scratch.extremes;
   if (f32_extreme) {
     for (int64_t j = 0; j < m; j++) extremes[j] = (float)a0.v;
   }

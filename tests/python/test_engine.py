@@ -383,8 +383,11 @@ def test_vector_functions_give_the_same_bits_in_every_layout(name):
     xd, gd = x.to("openreg"), g.to("openreg")
     with torch.openreg.fallback_policy("error"):
         base = fn(xd, gd).cpu()
-        # strided rows (a transposed view) take the chunked loop
+        # a transposed view (its result takes its layout) and strided rows (every other column: the
+        # chunked loop)
         assert _same_values(fn(xd.t(), gd.t()).cpu(), base.t())
+        assert _same_values(fn(xd[:, ::2], gd[:, ::2]).cpu(), base[:, ::2])
+        assert _same_values(fn(xd.t(), gd.t().contiguous()).cpu(), base.t())
         # every start offset: an element lands in a different lane, or in a row's padded last vector
         for k in range(1, 6):
             assert _same_values(fn(xd.reshape(-1)[k:], gd.reshape(-1)[k:]).cpu(), base.reshape(-1)[k:]), k

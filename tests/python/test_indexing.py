@@ -543,7 +543,7 @@ def test_triangles_of_every_layout_and_dtype_match_cpu():
     for shape in [(5, 7), (7, 5), (3, 4, 6), (2, 3, 33, 17), (1, 1), (40, 40)]:
         for dtype in (torch.float32, torch.bool, torch.float16, torch.int64, torch.uint8):
             x = (torch.randn(shape, generator=g) * 5).to(dtype)
-            for k in (-50, -3, -1, 0, 1, 2, 50):
+            for k in (-2**63, -50, -3, -1, 0, 1, 2, 50, 2**63 - 1):
                 for fn in (lambda t: t.tril(k), lambda t: t.triu(k), lambda t: t.transpose(-1, -2).tril(k),
                            lambda t: t.clone().tril_(k), lambda t: t.transpose(-1, -2).clone().triu_(k)):
                     assert torch.equal(fn(x.to("openreg")).cpu(), fn(x)), (shape, dtype, k)
