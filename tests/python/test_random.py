@@ -360,3 +360,14 @@ def test_cauchy_log_normal_and_geometric_follow_their_distributions():
     with pytest.raises(RuntimeError, match="p to be in"):
         torch.empty(3, device=DEV).geometric_(1.5)
     assert torch.empty(2, device=DEV).geometric_(0.5).device.type == "openreg"  # still usable
+
+
+def test_float32_normals_round_the_float64_transform():
+    # float32 (and float16/bfloat16) normals take a shorter logarithm and sine/cosine, two blocks
+    # at a time; they stay within a float32 rounding of the float64 draws of the same positions
+    torch.openreg.manual_seed(3)
+    single = torch.randn(100_003, device=DEV).cpu().double()
+    torch.openreg.manual_seed(3)
+    double = torch.randn(100_003, device=DEV, dtype=torch.float64).cpu()
+    half_ulp = torch.finfo(torch.float32).eps / 2 * double.abs().clamp_min(torch.finfo(torch.float32).tiny)
+    assert torch.all((single - double).abs() <= half_ulp * 1.01)
