@@ -534,10 +534,54 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_update_backward_kernel(
                                     eps, output_mask);
 }
 
+// y = (x - mean[n, g]) * scale + bias[c] per (n, c), scale = rstd[n, g] *
+// weight[c]: two passes over x after the groups' statistics (ATen's composite
+// ran five launches). CPU's kernel folds the mean into the shift,
+// x * scale + (bias - scale * mean), one pass that loses the digits of x - mean
+// when the mean is large against the deviation (a group of one element gives
+// about 1e-5 instead of 0). mean and rstd are (N, G).
+std::tuple<Tensor, Tensor, Tensor> group_norm_kernel(const Tensor& input, const std::optional<Tensor>& weight,
+                                                     const std::optional<Tensor>& bias, c10::SymInt N_sym,
+                                                     c10::SymInt C_sym, c10::SymInt HxW_sym, int64_t group,
+                                                     double eps) {
+  if (!structured::engine_handles(input, weight, bias)) {
+    return structured::fallback<at::_ops::native_group_norm>(input, weight, bias, N_sym, C_sym, HxW_sym, group, eps);
+  }
+  check_floating(input, "native_group_norm");
+  const int64_t N = N_sym.expect_int(), C = C_sym.expect_int(), HxW = HxW_sym.expect_int();
+  TORCH_CHECK(group > 0 && C % group == 0, "Expected number of channels in input to be divisible by num_groups, but "
+              "got input of shape ", input.sizes(), " and num_groups=", group);
+  TORCH_CHECK(input.numel() == N * C * HxW, "Expected input to have ", N * C * HxW, " elements, got ", input.numel());
+  TORCH_CHECK(HxW > 0, "Expected HxW to be greater than 0, got ", HxW);
+  TORCH_CHECK(!defined(weight) || (weight->dim() == 1 && weight->numel() == C), "Expected weight to be a vector of size "
+              "equal to the number of channels in input, but got weight of shape ", weight->sizes(), " and input of "
+              "shape ", input.sizes());
+  TORCH_CHECK(!defined(bias) || (bias->dim() == 1 && bias->numel() == C), "Expected bias to be a vector of size equal "
+              "to the number of channels in input, but got bias of shape ", bias->sizes(), " and input of shape ",
+              input.sizes());
+  const at::ScalarType stats = stats_dtype(input, {&weight, &bias});
+  if (input.numel() == 0) {
+    const Tensor mean = at::full({N, group}, std::numeric_limits<double>::quiet_NaN(),
+                                 input.options().dtype(stats));
+    return {at::empty_like(input, at::MemoryFormat::Contiguous), mean, mean.clone()};
+  }
+  const int64_t D = C / group;
+  const Tensor x = in_opmath(input).reshape({N, group, D * HxW});
+  auto [var, mean] = at::var_mean(x, {2}, /*correction=*/0, /*keepdim=*/true); // (N, G, 1)
+  const Tensor rstd = var.add_(eps).rsqrt_();
+  const Tensor scale = defined(weight) ? rstd * in_opmath(*weight).reshape({1, group, D}) : rstd.expand({N, group, D});
+  const Tensor centered = (x - mean).view({N, group, D, HxW});
+  const Tensor y = defined(bias) ? engine::mul_add(centered, scale.reshape({N, group, D, 1}),
+                                                   in_opmath(*bias).reshape({1, group, D, 1}))
+                                 : centered.mul_(scale.reshape({N, group, D, 1}));
+  return {y.to(input.scalar_type()).reshape(input.sizes()), mean.to(stats).reshape({N, group}),
+          rstd.to(stats).reshape({N, group})};
+}
+
 // Group normalization's backward over (N, G, D * HxW) groups, D = C / G:
 // grad_input = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per group,
 // gw = grad * weight[c]; the weight's gradient sums grad * xhat per channel,
-// the bias's sums grad. (The forward is ATen's composite of device ops.)
+// the bias's sums grad.
 std::tuple<Tensor, Tensor, Tensor> group_norm_backward_kernel(const Tensor& grad_out, const Tensor& input,
                                                               const Tensor& mean, const Tensor& rstd,
                                                               const std::optional<Tensor>& weight, c10::SymInt N_sym,
@@ -1432,6 +1476,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward_kernel));
   m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward_kernel));
   m.impl("native_layer_norm", TORCH_FN(layer_norm_kernel));
+  m.impl("native_group_norm", TORCH_FN(group_norm_kernel));
   m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward_kernel));
   m.impl("native_batch_norm", TORCH_FN(batch_norm_kernel));
   m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward_kernel));

@@ -670,3 +670,32 @@ def test_embedding_bag_refuses_bad_offsets_like_cpu():
                                           per_sample_weights=torch.ones(1, 2, device="openreg"))
     out = torch.nn.functional.embedding_bag(torch.tensor([[0, 1]], device="openreg"), w)  # still usable
     assert out.shape == (1, 3)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16), ids=str)
+def test_group_norm_is_two_passes_on_the_device_and_matches_cpu(dtype):
+    # native_group_norm: the groups' statistics, then (x - mean) * (rstd * weight) + bias
+    g = torch.Generator().manual_seed(0)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    for shape, groups in [((4, 6, 5, 5), 3), ((2, 8, 7), 4), ((3, 4, 2, 3, 2), 2), ((0, 4, 5), 2)]:
+        for affine in (False, True):
+            x = torch.randn(shape, generator=g).to(dtype)
+            w = torch.randn(shape[1], generator=g).to(dtype) if affine else None
+            b = torch.randn(shape[1], generator=g).to(dtype) if affine else None
+            _forward_backward(lambda t: F.group_norm(t, groups, w if w is None else w.to(t.device),
+                                                     b if b is None else b.to(t.device)), x, dtype=dtype)
+            hw = x[0, 0].numel() if shape[0] else shape[-1]
+            device = torch.ops.aten.native_group_norm(x.to(DEV), None, None, shape[0], shape[1], hw, groups, 1e-5)
+            cpu = torch.ops.aten.native_group_norm(x, None, None, shape[0], shape[1], hw, groups, 1e-5)
+            for a, c in zip(device, cpu):
+                assert a.dtype == c.dtype and a.shape == c.shape
+                torch.testing.assert_close(a.cpu(), c, **tol)
+    # a group of one element: x - mean is exactly 0, so the result is the bias (CPU's one-pass form,
+    # x * scale + (bias - scale * mean), is about 3e-5 off here)
+    x, w, b = torch.randn(5, 6, 1, 1, generator=g) * 3, torch.randn(6, generator=g), torch.randn(6, generator=g)
+    y = F.group_norm(x.to(DEV), 6, w.to(DEV), b.to(DEV)).cpu()
+    assert torch.equal(y, b.view(1, 6, 1, 1).expand(5, 6, 1, 1))
+    with pytest.raises(RuntimeError, match="HxW"):
+        F.group_norm(torch.randn(2, 4, 0, device=DEV), 2)
+    with pytest.raises(RuntimeError, match="divisible by num_groups"):
+        F.group_norm(torch.randn(2, 5, 3, device=DEV), 2)
