@@ -365,6 +365,21 @@ __attribute__((no_builtin("memcpy"))) static inline void copy_bytes(void *restri
   }
 }
 
+/* The last m (1 to 3) floats of a row as a vector padded with zeros, and
+ * back: vector loops finish a row with one more vector, so an element's
+ * result never depends on where the row ends. */
+ALWAYS_INLINE v128_t load_f32_partial(const float *p, int64_t m) {
+  float pad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t t = 0; t < m; t++) pad[t] = p[t];
+  return wasm_v128_load(pad);
+}
+
+ALWAYS_INLINE void store_f32_partial(float *p, v128_t v, int64_t m) {
+  float pad[4];
+  wasm_v128_store(pad, v);
+  for (int64_t t = 0; t < m; t++) p[t] = pad[t];
+}
+
 /* Bytes (bool as 0 or 1, or uint8) widened to int64 or float32, sixteen
  * at a time, and float32 to int32 as float_to_i32 converts (a NaN or a
  * value out of int32's range gives INT32_MIN), four at a time. clang

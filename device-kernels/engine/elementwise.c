@@ -1301,13 +1301,8 @@ ALWAYS_INLINE void v_row_f32(uint32_t op, float *out, const float *a, const floa
     wasm_v128_store(out + j, v_op_f32(op, wasm_v128_load(a + j), wasm_v128_load(b + j)));
   }
   if (j < n) {
-    float pa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pb[4] = {0.0f, 0.0f, 0.0f, 0.0f}, po[4];
-    for (int64_t t = j; t < n; t++) {
-      pa[t - j] = a[t];
-      pb[t - j] = b[t];
-    }
-    wasm_v128_store(po, v_op_f32(op, wasm_v128_load(pa), wasm_v128_load(pb)));
-    for (int64_t t = j; t < n; t++) out[t] = po[t - j];
+    const int64_t m = n - j;
+    store_f32_partial(out + j, v_op_f32(op, load_f32_partial(a + j, m), load_f32_partial(b + j, m)), m);
   }
 }
 

@@ -167,10 +167,7 @@ NOINLINE static void exp_shifted_F32(float *out, const float *in, int64_t n, flo
     wasm_v128_store(out + j, v_exp_f32(wasm_f32x4_sub(wasm_v128_load(in + j), s)));
   }
   if (j < n) {
-    float pad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t t = j; t < n; t++) pad[t - j] = in[t];
-    wasm_v128_store(pad, v_exp_f32(wasm_f32x4_sub(wasm_v128_load(pad), s)));
-    for (int64_t t = j; t < n; t++) out[t] = pad[t - j];
+    store_f32_partial(out + j, v_exp_f32(wasm_f32x4_sub(load_f32_partial(in + j, n - j), s)), n - j);
   }
 }
 
@@ -182,10 +179,8 @@ NOINLINE static void exp_backward_F32(float *out, const float *in, const float *
     wasm_v128_store(out + j, wasm_f32x4_sub(wasm_v128_load(in + j), wasm_f32x4_mul(e, s)));
   }
   if (j < n) {
-    float pad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t t = j; t < n; t++) pad[t - j] = y[t];
-    wasm_v128_store(pad, wasm_f32x4_mul(v_exp_f32(wasm_v128_load(pad)), s));
-    for (int64_t t = j; t < n; t++) out[t] = in[t] - pad[t - j];
+    const v128_t e = v_exp_f32(load_f32_partial(y + j, n - j));
+    store_f32_partial(out + j, wasm_f32x4_sub(load_f32_partial(in + j, n - j), wasm_f32x4_mul(e, s)), n - j);
   }
 }
 
