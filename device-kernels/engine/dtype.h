@@ -69,9 +69,18 @@ ALWAYS_INLINE void list_part(const int64_t *n, usize stride, uint32_t items, int
   *hi = total * (worker + 1) / workers;
 }
 
-/* The dimension of [from, to) to split a box along: the largest, the
- * outermost of equals (so that parts are few contiguous runs). */
-ALWAYS_INLINE uint32_t split_dim(const int64_t *sizes, uint32_t from, uint32_t to) {
+/* The dimension of [from, to) to split a box along: the outermost one that
+ * splits into parts within an eighth of each other, else the largest, the
+ * outermost of equals (so that parts are few contiguous runs). Split along
+ * an inner dimension, each worker takes a piece of every row, and the
+ * workers' pieces interleave in memory: two workers then ran x - mean[c]
+ * over (16, 16, 32, 32) no faster than one (97-111 us; 37 split by images). */
+ALWAYS_INLINE uint32_t split_dim(const int64_t *sizes, uint32_t from, uint32_t to, int32_t workers) {
+  for (uint32_t d = to; d-- > from + 1;) {
+    if (sizes[d] >= workers && (sizes[d] % workers == 0 || sizes[d] >= 8 * (int64_t)workers)) {
+      return d;
+    }
+  }
   uint32_t best = from;
   for (uint32_t d = from + 1; d < to; d++) {
     if (sizes[d] >= sizes[best]) {

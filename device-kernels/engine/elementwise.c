@@ -1385,7 +1385,8 @@ EXPORT(elementwise) void elementwise(const or_elementwise *params, int32_t worke
   check_worker(worker, workers);
   or_elementwise part = *params;
   check_block(&part);
-  if (workers > 1 && !RESTRICT_BOX(part, part.ntensors, split_dim(part.sizes, 0, part.ndim), worker, workers)) {
+  if (workers > 1 &&
+      !RESTRICT_BOX(part, part.ntensors, split_dim(part.sizes, 0, part.ndim, workers), worker, workers)) {
     return;
   }
   run(&part);

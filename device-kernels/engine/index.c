@@ -251,7 +251,7 @@ EXPORT(index) void index(const or_index *params, int32_t worker, int32_t workers
     if (worker > 0) {
       return;
     }
-  } else if (workers > 1 && !RESTRICT_BOX(part, nt, split_dim(part.sizes, 0, ndim), worker, workers)) {
+  } else if (workers > 1 && !RESTRICT_BOX(part, nt, split_dim(part.sizes, 0, ndim, workers), worker, workers)) {
     return;
   }
   char *ptr[OR_INDEX_OPERANDS];
@@ -555,7 +555,7 @@ EXPORT(search) void search(const or_search *params, int32_t worker, int32_t work
   const uint32_t dt = p->dtype;
   (void)dtype_size(dt); /* traps on an unknown dtype */
   const int is_float = dt == OR_F32 || dt == OR_F64 || dt == OR_F16 || dt == OR_BF16;
-  if (workers > 1 && !RESTRICT_BOX(part, 3, split_dim(part.sizes, 0, part.ndim), worker, workers)) {
+  if (workers > 1 && !RESTRICT_BOX(part, 3, split_dim(part.sizes, 0, part.ndim, workers), worker, workers)) {
     return;
   }
   for (uint32_t d = 0; d < p->ndim; d++) {

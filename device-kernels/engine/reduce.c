@@ -1442,7 +1442,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
     if (worker > 0) {
       return;
     }
-  } else if (workers > 1 && !RESTRICT_BOX(part, OR_REDUCE_OPERANDS, split_dim(part.sizes, nr, ndim), worker, workers)) {
+  } else if (workers > 1 &&
+             !RESTRICT_BOX(part, OR_REDUCE_OPERANDS, split_dim(part.sizes, nr, ndim, workers), worker, workers)) {
     return;
   }
   const char *in = device_ptr(p->data[OR_REDUCE_IN]);

@@ -357,7 +357,7 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
   }
   /* Lines are split, never a line. */
   if (workers > 1 && p->ndim > 1 &&
-      !RESTRICT_BOX(part, OR_REDUCE_OPERANDS, split_dim(part.sizes, 1, part.ndim), worker, workers)) {
+      !RESTRICT_BOX(part, OR_REDUCE_OPERANDS, split_dim(part.sizes, 1, part.ndim, workers), worker, workers)) {
     return;
   }
   if (workers > 1 && p->ndim == 1 && worker > 0) {
