@@ -128,7 +128,23 @@ ALWAYS_INLINE void pack_columns_f32(float *dst, const char *src, int64_t cs, int
   const int64_t size = R * depth; /* floats per sliver */
   for (int64_t s0 = 0; s0 < slivers; s0 += 8) {
     const int64_t group = min_i64(8, slivers - s0);
-    for (int64_t p = 0; p < depth; p++) {
+    int64_t p = 0;
+    /* R = 3: four steps of a sliver (12 floats, three vectors) from four
+     * 16-byte loads, each a float past its sliver; row p + 4 exists, so
+     * that float lies before the end of its slivers and is in bounds */
+    for (; R == 3 && cs > 0 && p + 4 < depth; p += 4) {
+      const float *x0 = (const float *)(src + p * cs) + R * s0, *x1 = (const float *)((const char *)x0 + cs);
+      const float *x2 = (const float *)((const char *)x1 + cs), *x3 = (const float *)((const char *)x2 + cs);
+      float *d = dst + s0 * size + R * p;
+      for (int64_t s = 0; s < group; s++, x0 += R, x1 += R, x2 += R, x3 += R, d += size) {
+        const v128_t a = wasm_v128_load(x0), b = wasm_v128_load(x1), c = wasm_v128_load(x2);
+        const v128_t e = wasm_v128_load(x3);
+        wasm_v128_store(d, wasm_i32x4_shuffle(a, b, 0, 1, 2, 4));
+        wasm_v128_store(d + 4, wasm_i32x4_shuffle(b, c, 1, 2, 4, 5));
+        wasm_v128_store(d + 8, wasm_i32x4_shuffle(c, e, 2, 4, 5, 6));
+      }
+    }
+    for (; p < depth; p++) {
       const float *row = (const float *)(src + p * cs) + R * s0;
       float *d = dst + s0 * size + R * p;
       for (int64_t s = 0; s < group; s++, row += R, d += size) {
