@@ -877,6 +877,64 @@ typedef struct or_pool {
   uint64_t data[OR_POOL_OPERANDS];
 } or_pool;
 
+/*
+ * The normalization kernel (`norm`), float32: one launch for what the
+ * composites of layer and batch normalization ran as five to nine. A group
+ * is a row of layer norm (`length` contiguous elements; `planes` 1) or a
+ * channel of batch norm (`planes` runs of `length` contiguous elements,
+ * `plane_stride` elements apart, channel c's first at c * length). Workers
+ * split the groups; each group is computed in one fixed order, with every
+ * step rounded to float32 as the composites round it:
+ * LAYER_FORWARD: in0 x, in1 weight (length elements, or 0), in2 bias (or 0);
+ *          out0 y, out1 mean and out2 rstd (one per row). The row's mean and
+ *          biased variance as the VAR reduction folds a row (float64, chunks
+ *          merged); rstd = 1 / sqrt(var + eps); y = x * rstd + (rstd *
+ *          -mean), then y * weight + bias.
+ * LAYER_BACKWARD: in0 grad, in1 x, in2 weight (or 0), in3 mean, in4 rstd;
+ *          out0 the input's gradient: with xhat = x * rstd + (rstd * -mean),
+ *          gw = grad * weight, a = mean(gw) and b = mean(gw * xhat) (summed
+ *          in float64), xhat * -(b * rstd) + (gw * rstd + -(a * rstd)).
+ * BATCH_STATS: in0 grad, in1 x, in3 mean (one per channel); out0 the sum of
+ *          grad and out1 the sum of grad * (x - mean), per channel (summed
+ *          in float64, plane by plane).
+ * BATCH_BACKWARD: in0 grad, in1 x, in2 scale, in3 mean, in4 projection, in5
+ *          shift (one each per channel); out0 (x - mean) * projection +
+ *          (grad * scale + shift).
+ */
+#define OR_NORM_OPS(X) \
+  X(LAYER_FORWARD)     \
+  X(LAYER_BACKWARD)    \
+  X(BATCH_STATS)       \
+  X(BATCH_BACKWARD)
+
+enum or_norm_op {
+#define OR_NORM_ENUM(name) OR_NORM_##name,
+  OR_NORM_OPS(OR_NORM_ENUM)
+#undef OR_NORM_ENUM
+  OR_NORM_COUNT
+};
+
+#define OR_NORM_OUT0 0
+#define OR_NORM_OUT1 1
+#define OR_NORM_OUT2 2
+#define OR_NORM_IN0 3
+#define OR_NORM_IN1 4
+#define OR_NORM_IN2 5
+#define OR_NORM_IN3 6
+#define OR_NORM_IN4 7
+#define OR_NORM_IN5 8
+#define OR_NORM_OPERANDS 9
+
+typedef struct or_norm {
+  uint32_t op; /* enum or_norm_op */
+  uint32_t reserved;
+  int64_t groups, length, planes, plane_stride;
+  double eps; /* LAYER_FORWARD */
+  uint64_t data[OR_NORM_OPERANDS];
+} or_norm;
+
+OR_STATIC_ASSERT(offsetof(or_norm, data) == 48 && sizeof(or_norm) == 48 + 8 * OR_NORM_OPERANDS, "or_norm layout");
+
 #ifdef __cplusplus
 } /* namespace openreg::engine */
 #endif

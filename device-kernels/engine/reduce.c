@@ -1488,3 +1488,172 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
     }
   }
 }
+
+/* ---- normalization (the `norm` kernel; see or_norm) ---- */
+
+/* acc + the four lanes of v in float64, low pair and high pair first. */
+ALWAYS_INLINE v128_t add_f64_lanes(v128_t acc, v128_t v) {
+  return wasm_f64x2_add(acc, wasm_f64x2_add(wasm_f64x2_promote_low_f32x4(v),
+                                            wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1))));
+}
+
+ALWAYS_INLINE double f64_lanes(v128_t v) {
+  return wasm_f64x2_extract_lane(v, 0) + wasm_f64x2_extract_lane(v, 1);
+}
+
+/* A row of layer norm's forward: its moments as the VAR reduction folds a
+ * row, then y in two multiply-adds, each rounded twice. */
+NOINLINE static void layer_forward_row(const float *x, const float *w, const float *b, float *y, float *mean_out,
+                                       float *rstd_out, int64_t n, float eps) {
+  acc_f a = {0};
+  var_f32_contig(&a, x, n);
+  const float mean = (float)a.mean;
+  const float rstd = 1.0f / __builtin_sqrtf((float)(a.w / (double)n) + eps);
+  *mean_out = mean;
+  *rstd_out = rstd;
+  const v128_t r = wasm_f32x4_splat(rstd), t = wasm_f32x4_splat(rstd * -mean);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    v128_t v = wasm_f32x4_add(wasm_f32x4_mul(wasm_v128_load(x + j), r), t);
+    if (w) {
+      v = wasm_f32x4_mul(v, wasm_v128_load(w + j));
+    }
+    if (b) {
+      v = wasm_f32x4_add(v, wasm_v128_load(b + j));
+    }
+    wasm_v128_store(y + j, v);
+  }
+  for (; j < n; j++) {
+    float v = x[j] * rstd + rstd * -mean;
+    if (w) {
+      v = v * w[j];
+    }
+    if (b) {
+      v = v + b[j];
+    }
+    y[j] = v;
+  }
+}
+
+/* xhat and gw of elements j .. j + 3 of a layer norm row. */
+ALWAYS_INLINE void layer_terms(const float *g, const float *x, const float *w, int64_t j, v128_t r, v128_t t,
+                               v128_t *xhat, v128_t *gw) {
+  *xhat = wasm_f32x4_add(wasm_f32x4_mul(wasm_v128_load(x + j), r), t);
+  *gw = w ? wasm_f32x4_mul(wasm_v128_load(g + j), wasm_v128_load(w + j)) : wasm_v128_load(g + j);
+}
+
+/* A row of layer norm's input gradient: the means of gw and gw * xhat
+ * (float64 sums; the last n % 4 elements one by one), then one pass
+ * writing it. */
+NOINLINE static void layer_backward_row(const float *g, const float *x, const float *w, float mean, float rstd,
+                                        float *out, int64_t n) {
+  const float shift = rstd * -mean;
+  const v128_t r = wasm_f32x4_splat(rstd), t = wasm_f32x4_splat(shift), zero = wasm_f64x2_splat(0.0);
+  v128_t sa = zero, sb = zero;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    v128_t xhat, gw;
+    layer_terms(g, x, w, j, r, t, &xhat, &gw);
+    sa = add_f64_lanes(sa, gw);
+    sb = add_f64_lanes(sb, wasm_f32x4_mul(gw, xhat));
+  }
+  double suma = f64_lanes(sa), sumb = f64_lanes(sb);
+  for (int64_t e = j; e < n; e++) {
+    const float gw = w ? g[e] * w[e] : g[e];
+    suma += (double)gw;
+    sumb += (double)(gw * (x[e] * rstd + shift));
+  }
+  const float ca = -((float)(suma / (double)n) * rstd), cb = -((float)(sumb / (double)n) * rstd);
+  const v128_t va = wasm_f32x4_splat(ca), vb = wasm_f32x4_splat(cb);
+  for (j = 0; j + 4 <= n; j += 4) {
+    v128_t xhat, gw;
+    layer_terms(g, x, w, j, r, t, &xhat, &gw);
+    wasm_v128_store(out + j, wasm_f32x4_add(wasm_f32x4_mul(xhat, vb), wasm_f32x4_add(wasm_f32x4_mul(gw, r), va)));
+  }
+  for (; j < n; j++) {
+    const float gw = w ? g[j] * w[j] : g[j];
+    out[j] = (x[j] * rstd + shift) * cb + (gw * rstd + ca);
+  }
+}
+
+/* One plane of a batch norm channel: sums of g and of g * (x - mean) added
+ * to s (lanes 0-1) and d; the last n % 4 elements one by one. */
+NOINLINE static void batch_stats_plane(const float *g, const float *x, float mean, int64_t n, double *s, double *d) {
+  const v128_t mv = wasm_f32x4_splat(mean), zero = wasm_f64x2_splat(0.0);
+  v128_t sv = zero, dv = zero;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const v128_t gv = wasm_v128_load(g + j);
+    sv = add_f64_lanes(sv, gv);
+    dv = add_f64_lanes(dv, wasm_f32x4_mul(gv, wasm_f32x4_sub(wasm_v128_load(x + j), mv)));
+  }
+  double ss = f64_lanes(sv), dd = f64_lanes(dv);
+  for (; j < n; j++) {
+    ss += (double)g[j];
+    dd += (double)(g[j] * (x[j] - mean));
+  }
+  *s += ss;
+  *d += dd;
+}
+
+/* One plane of a batch norm channel's input gradient. */
+NOINLINE static void batch_backward_plane(const float *g, const float *x, float scale, float mean, float projection,
+                                          float shift, float *out, int64_t n) {
+  const v128_t sv = wasm_f32x4_splat(scale), mv = wasm_f32x4_splat(mean), pv = wasm_f32x4_splat(projection);
+  const v128_t hv = wasm_f32x4_splat(shift);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const v128_t xv = wasm_v128_load(x + j), gv = wasm_v128_load(g + j);
+    wasm_v128_store(out + j, wasm_f32x4_add(wasm_f32x4_mul(wasm_f32x4_sub(xv, mv), pv),
+                                            wasm_f32x4_add(wasm_f32x4_mul(gv, sv), hv)));
+  }
+  for (; j < n; j++) {
+    out[j] = (x[j] - mean) * projection + (g[j] * scale + shift);
+  }
+}
+
+EXPORT(norm) void norm(const or_norm *params, int32_t worker, int32_t workers) {
+  check_worker(worker, workers);
+  const or_norm p = *params;
+  const int layer = p.op == OR_NORM_LAYER_FORWARD || p.op == OR_NORM_LAYER_BACKWARD;
+  if (p.op >= OR_NORM_COUNT || p.groups < 0 || p.length < 1 || p.planes < 1 || (layer && p.planes != 1)) {
+    TRAP();
+  }
+  const float *in[6];
+  for (int k = 0; k < 6; k++) {
+    in[k] = p.data[OR_NORM_IN0 + k] ? (const float *)device_ptr(p.data[OR_NORM_IN0 + k]) : 0;
+  }
+  float *out[3];
+  for (int k = 0; k < 3; k++) {
+    out[k] = p.data[OR_NORM_OUT0 + k] ? (float *)device_ptr(p.data[OR_NORM_OUT0 + k]) : 0;
+  }
+  int64_t lo, hi;
+  split_range(p.groups, 1, worker, workers, &lo, &hi);
+  const int64_t n = p.length;
+  for (int64_t q = lo; q < hi; q++) {
+    switch (p.op) {
+    case OR_NORM_LAYER_FORWARD:
+      layer_forward_row(in[0] + q * n, in[1], in[2], out[0] + q * n, out[1] + q, out[2] + q, n, (float)p.eps);
+      break;
+    case OR_NORM_LAYER_BACKWARD:
+      layer_backward_row(in[0] + q * n, in[1] + q * n, in[2], in[3][q], in[4][q], out[0] + q * n, n);
+      break;
+    case OR_NORM_BATCH_STATS: {
+      double s = 0.0, d = 0.0;
+      for (int64_t i = 0; i < p.planes; i++) {
+        const int64_t at = q * n + i * p.plane_stride;
+        batch_stats_plane(in[0] + at, in[1] + at, in[3][q], n, &s, &d);
+      }
+      out[0][q] = (float)s;
+      out[1][q] = (float)d;
+      break;
+    }
+    default: /* BATCH_BACKWARD */
+      for (int64_t i = 0; i < p.planes; i++) {
+        const int64_t at = q * n + i * p.plane_stride;
+        batch_backward_plane(in[0] + at, in[1] + at, in[2][q], in[3][q], in[4][q], in[5][q], out[0] + at, n);
+      }
+      break;
+    }
+  }
+}

@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <mutex>
 
@@ -44,6 +45,7 @@ constexpr char kRandom[] = "random";
 constexpr char kSoftmax[] = "softmax";
 constexpr char kPool[] = "pool";
 constexpr char kSearch[] = "search";
+constexpr char kNorm[] = "norm";
 
 // The work (elements touched, or multiply-adds) from which a launch runs on
 // all of the device's workers: below it, waking them costs more than they save.
@@ -139,6 +141,14 @@ constexpr std::array<const char*, OR_POOL_COUNT> kPoolNames = {
 std::string activity_label(const or_pool& block) {
   return block.op < OR_POOL_COUNT ? lower(kPoolNames[block.op]) : std::string();
 }
+constexpr std::array<const char*, OR_NORM_COUNT> kNormNames = {
+#define OR_NORM_NAME(name) #name,
+    OR_NORM_OPS(OR_NORM_NAME)
+#undef OR_NORM_NAME
+};
+std::string activity_label(const or_norm& block) {
+  return block.op < OR_NORM_COUNT ? lower(kNormNames[block.op]) : std::string();
+}
 // A product's shape, `m x k @ k x n`, after `batch x ` for a batch.
 std::string activity_label(const or_gemm& block) {
   std::string label = block.batch > 1 ? std::to_string(block.batch) + " x " : std::string();
@@ -148,7 +158,7 @@ std::string activity_label(const or_gemm& block) {
 template <const char* Name, class Block>
 std::string activity_label(const Block& block) {
   if constexpr (std::is_same_v<Block, or_elementwise> || std::is_same_v<Block, or_pool> ||
-                std::is_same_v<Block, or_gemm>) {
+                std::is_same_v<Block, or_gemm> || std::is_same_v<Block, or_norm>) {
     return activity_label(block);
   } else {
     return {};
@@ -832,6 +842,45 @@ void launch_pool(or_pool_op op, const at::Tensor& in, const at::Tensor& out0, co
   }
   const int64_t work = output_like.numel() * window.kernel[0] * window.kernel[1];
   launch<kPool>(device.index(), block, pointers.data(), npointers, block.planes > 1 ? work : 0);
+}
+
+void launch_norm(or_norm_op op, int64_t groups, int64_t length, int64_t planes, int64_t plane_stride, double eps,
+                 std::initializer_list<at::Tensor> out, std::initializer_list<at::Tensor> in) {
+  TORCH_INTERNAL_ASSERT(out.size() <= 3 && in.size() <= 6 && length >= 1 && planes >= 1, "openreg: launch_norm");
+  if (groups == 0) {
+    return;
+  }
+  or_norm block{};
+  block.op = op;
+  block.groups = groups;
+  block.length = length;
+  block.planes = planes;
+  block.plane_stride = plane_stride;
+  block.eps = eps;
+  std::array<uint32_t, OR_NORM_OPERANDS> pointers{};
+  size_t npointers = 0;
+  std::optional<c10::Device> device;
+  const auto operand = [&](int slot, const at::Tensor& t) {
+    if (!t.defined()) {
+      return;
+    }
+    TORCH_INTERNAL_ASSERT(t.scalar_type() == at::kFloat && t.is_contiguous(), "openreg: launch_norm operand ", slot);
+    TORCH_CHECK(!device || t.device() == *device, "Expected all tensors to be on the same device, but found at least "
+                "two devices, ", *device, " and ", t.device(), "!");
+    device = t.device();
+    block.data[slot] = reinterpret_cast<uint64_t>(t.data_ptr());
+    pointers[npointers++] = static_cast<uint32_t>(offsetof(or_norm, data) + sizeof(uint64_t) * slot);
+  };
+  int slot = OR_NORM_OUT0;
+  for (const at::Tensor& t : out) {
+    operand(slot++, t);
+  }
+  slot = OR_NORM_IN0;
+  for (const at::Tensor& t : in) {
+    operand(slot++, t);
+  }
+  TORCH_INTERNAL_ASSERT(device.has_value(), "openreg: launch_norm without operands");
+  launch<kNorm>(device->index(), block, pointers.data(), npointers, groups > 1 ? 4 * groups * planes * length : 0);
 }
 
 void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out, int64_t channels, int64_t th,

@@ -141,6 +141,13 @@ void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out,
 void launch_winograd_fixup(or_pool_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& other,
                            const std::array<int64_t, 2>& padding);
 
+// The normalization kernel (OR_NORM_*, see or_norm), float32 operands,
+// dense: `groups` rows of `length` (layer norm), or channels of `planes`
+// runs of `length` elements `plane_stride` apart (batch norm, NCHW). `out`
+// and `in` by slot (out0..out2, in0..in5); an undefined tensor is absent (0).
+void launch_norm(or_norm_op op, int64_t groups, int64_t length, int64_t planes, int64_t plane_stride, double eps,
+                 std::initializer_list<at::Tensor> out, std::initializer_list<at::Tensor> in);
+
 // Sorts `values` in place along `dim` (stable; NaN above every number) and
 // writes each element's original position into `indices` (int64, same shape).
 void launch_sort(const at::Tensor& values, const at::Tensor& indices, int64_t dim, bool descending);

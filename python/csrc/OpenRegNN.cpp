@@ -13,6 +13,8 @@
 // An out-of-range class index stops the device's gather (a device-side
 // check, as CUDA's assert) and is reported at the next synchronizing call.
 
+#include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -318,6 +320,13 @@ at::ScalarType stats_dtype(const Tensor& input, std::initializer_list<const std:
   return input.scalar_type();
 }
 
+// Whether every defined tensor is float32: the engine's norm kernel takes
+// float32 operands only.
+bool all_float(std::initializer_list<Tensor> tensors) {
+  return std::all_of(tensors.begin(), tensors.end(),
+                     [](const Tensor& t) { return !t.defined() || t.scalar_type() == at::kFloat; });
+}
+
 // y = (x - mean) * rstd * weight + bias over the last dimensions
 // (normalized_shape); mean and rstd keep the leading dimensions, with ones
 // for the normalized ones, as CPU returns them.
@@ -341,6 +350,14 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_kernel(const Tensor& input, c10::S
     return {at::empty_like(input, at::MemoryFormat::Contiguous), mean, mean.clone()};
   }
   const Tensor x = in_opmath(input).reshape({M, N});
+  const Tensor w = defined(weight) ? in_opmath(*weight).reshape({N}).contiguous() : Tensor();
+  const Tensor b = defined(bias) ? in_opmath(*bias).reshape({N}).contiguous() : Tensor();
+  if (all_float({x, w, b})) { // one launch of the engine's norm kernel, the same steps as below
+    Tensor y = at::empty({M, N}, x.options()), mean = at::empty({M}, x.options()), rstd = at::empty({M}, x.options());
+    engine::launch_norm(engine::OR_NORM_LAYER_FORWARD, M, N, 1, 0, eps, {y, mean, rstd}, {x.contiguous(), w, b});
+    return {y.to(input.scalar_type()).reshape(input.sizes()), mean.to(stats).reshape(stat_shape),
+            rstd.to(stats).reshape(stat_shape)};
+  }
   auto [var, mean] = at::var_mean(x, {1}, /*correction=*/0, /*keepdim=*/true);
   const Tensor rstd = var.add_(eps).rsqrt_();
   // x * rstd + (-rstd * mean), then * weight + bias, as CPU's kernel: two
@@ -378,7 +395,19 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
   const Tensor x = in_opmath(input).reshape({M, N});
   const Tensor g = in_opmath(grad_out).reshape({M, N});
   const Tensor r = in_opmath(rstd).reshape({M, 1});
-  const Tensor xhat = engine::mul_add(x, r, r * in_opmath(mean).reshape({M, 1}).neg());
+  const Tensor w = defined(weight) ? in_opmath(*weight).reshape({N}).contiguous() : Tensor();
+  const Tensor mu = in_opmath(mean).reshape({M}).contiguous();
+  if (output_mask[0] && all_float({x, g, r, w, mu}) && M > 0 && N > 0) {
+    // one launch of the engine's norm kernel, the same steps as below
+    Tensor gi = at::empty({M, N}, x.options());
+    engine::launch_norm(engine::OR_NORM_LAYER_BACKWARD, M, N, 1, 0, 0.0, {gi},
+                        {g.contiguous(), x.contiguous(), w, mu, r.reshape({M}).contiguous()});
+    grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
+    output_mask[0] = false;
+  }
+  const bool weight_grad = output_mask[1] && defined(weight);
+  const Tensor xhat =
+      output_mask[0] || weight_grad ? engine::mul_add(x, r, r * in_opmath(mean).reshape({M, 1}).neg()) : Tensor();
   if (output_mask[0]) {
     // rstd * gw - rstd * mean(gw) - xhat * rstd * mean(gw * xhat): two
     // multiply-adds with per-row constants
@@ -387,7 +416,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
                                       engine::mul_add(gw, r, gw.mean(1, /*keepdim=*/true).mul_(r).neg_()));
     grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
   }
-  if (output_mask[1] && defined(weight)) {
+  if (weight_grad) {
     grad_weight = (g * xhat).sum(0).to(weight->scalar_type()).reshape(weight->sizes());
   }
   if (output_mask[2] && defined(bias)) {
@@ -451,6 +480,39 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_kernel(const Tensor& input, const 
   return {y.to(input.scalar_type()), save_mean, save_invstd};
 }
 
+// batch_norm_backward_kernel's training path in two launches of the
+// engine's norm kernel, float32: the channels' sums of g and of g * (x -
+// mean) in one pass, then the input's gradient in another, the same steps as
+// the composite below.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_fused(const Tensor& grad, const Tensor& input,
+                                                             const std::optional<Tensor>& weight, const Tensor& mean,
+                                                             const Tensor& invstd, std::array<bool, 3> output_mask,
+                                                             at::ScalarType dtype) {
+  const int64_t N = input.size(0), C = input.size(1), plane = input.numel() / (N * C);
+  const Tensor g = grad.contiguous(), x = input.contiguous(), m = mean.contiguous();
+  Tensor sum_g = at::empty({C}, x.options()), dot = at::empty({C}, x.options());
+  engine::launch_norm(engine::OR_NORM_BATCH_STATS, C, plane, N, C * plane, 0.0, {sum_g, dot}, {g, x, Tensor(), m});
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    const Tensor scale = (defined(weight) ? invstd * in_opmath(*weight).reshape({C}) : invstd).contiguous();
+    const double n = static_cast<double>(N * plane);
+    const Tensor mean_term = (sum_g / n).mul_(scale).neg_();
+    const Tensor projection = (dot / n).mul_(invstd).mul_(invstd).mul_(scale).neg_();
+    grad_input = at::empty_like(x);
+    engine::launch_norm(engine::OR_NORM_BATCH_BACKWARD, C, plane, N, C * plane, 0.0, {grad_input},
+                        {g, x, scale, m, projection, mean_term});
+    grad_input = grad_input.to(dtype);
+  }
+  const at::ScalarType param = defined(weight) ? weight->scalar_type() : dtype;
+  if (output_mask[1]) {
+    grad_weight = (dot * invstd).to(param);
+  }
+  if (output_mask[2]) {
+    grad_bias = sum_g.to(param);
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
 std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
     const Tensor& grad_out, const Tensor& input, const std::optional<Tensor>& weight,
     const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
@@ -470,6 +532,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
       (train ? in_opmath(*save_invstd) : (in_opmath(*running_var) + eps).rsqrt()).reshape(channel_shape);
   const Tensor x = in_opmath(input);
   const Tensor g = in_opmath(grad_out);
+  if (train && input.numel() > 0 &&
+      all_float({x, g, mean, invstd, defined(weight) ? in_opmath(*weight) : Tensor()})) {
+    return batch_norm_backward_fused(g, x, weight, mean.reshape({C}), invstd.reshape({C}), output_mask,
+                                     input.scalar_type());
+  }
   const Tensor centered = x - mean;
   const Tensor sum_g = g.sum(dims).reshape(channel_shape);
   const Tensor dot = (g * centered).sum(dims).reshape(channel_shape); // sum of g * (x - mean)

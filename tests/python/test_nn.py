@@ -226,6 +226,47 @@ def test_batch_norm_training_and_eval(affine, track):
         torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("length", [1, 3, 4, 7, 129])
+def test_layer_norm_runs_as_one_norm_launch_each_way(length):
+    # float32 rows (and float16 ones, computed in float32) take the engine's norm kernel: the
+    # vector loop, the last length % 4 elements one by one, with and without weight and bias
+    g = torch.Generator().manual_seed(length)
+    x = torch.randn(5, length, generator=g) * 2 + 3
+    w, b = torch.randn(length, generator=g), torch.randn(length, generator=g)
+    tol = {"rtol": 1e-5, "atol": 2e-5}
+    _forward_backward(lambda t: F.layer_norm(t, (length,), w.to(t.device), b.to(t.device)), x, dtype=torch.float32,
+                      tol=tol)
+    _forward_backward(lambda t: F.layer_norm(t, (length,)), x, dtype=torch.float32, tol=tol)
+    _forward_backward(lambda t: F.layer_norm(t, (length,), w.to(t.device)), x.half(), dtype=torch.float16)
+    xd, wd, bd = x.to(DEV).requires_grad_(), w.to(DEV), b.to(DEV)
+    kernels = _device_kernels(lambda: F.layer_norm(xd, (length,), wd, bd).sum().backward())
+    assert {"norm (layer_forward)", "norm (layer_backward)"} <= kernels, kernels
+
+
+@pytest.mark.parametrize("shape", [(7, 3, 5, 3), (1, 4, 2, 2), (2, 5, 9)])
+def test_batch_norm_backward_runs_as_two_norm_launches(shape):
+    # training's input gradient: the channels' sums in one launch, the gradient in another;
+    # planes of a multiple of 4 elements or not, one sample, 1-d batch norm
+    g = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=g) * 3 - 1
+    w, b = torch.rand(shape[1], generator=g) + 0.5, torch.randn(shape[1], generator=g)
+    tol = {"rtol": 1e-5, "atol": 1e-5}
+    for weight, bias in ((w, b), (None, None)):
+        _forward_backward(lambda t: F.batch_norm(t, None, None, weight if weight is None else weight.to(t.device),
+                                                 bias if bias is None else bias.to(t.device), training=True),
+                          x, dtype=torch.float32, tol=tol)
+    xd = x.to(DEV).requires_grad_()
+    wd, bd = w.to(DEV).requires_grad_(), b.to(DEV).requires_grad_()
+    kernels = _device_kernels(lambda: F.batch_norm(xd, None, None, wd, bd, training=True).square().sum().backward())
+    assert {"norm (batch_stats)", "norm (batch_backward)"} <= kernels, kernels
+    # the parameters' gradients come from the same sums
+    expected = torch.autograd.grad(F.batch_norm(x, None, None, w.requires_grad_(), b.requires_grad_(),
+                                                training=True).square().sum(), (w, b))
+    actual = torch.autograd.grad(F.batch_norm(xd, None, None, wd, bd, training=True).square().sum(), (wd, bd))
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-4)
+
+
 def test_embedding_backward_with_padding_and_frequency_scaling():
     g = torch.Generator().manual_seed(5)
     weight = torch.randn(10, 4, generator=g)
