@@ -80,14 +80,15 @@ Tensor pool_operand(const Tensor& t) {
   return t.to(dtype).contiguous();
 }
 
-Tensor scatter_to_picks(const Tensor& grad_output, const Tensor& input, const Tensor& indices) {
+Tensor scatter_to_picks(const Tensor& grad_output, const Tensor& input, const Tensor& indices,
+                        const engine::PoolWindow& window) {
   TORCH_CHECK(indices.sizes() == grad_output.sizes(), "max pooling backward: expected indices of the gradient's "
               "shape ", grad_output.sizes(), ", got ", indices.sizes());
   TORCH_CHECK(indices.scalar_type() == at::kLong, "max pooling backward: expected int64 indices, got ",
               indices.scalar_type());
   const Tensor g = pool_operand(grad_output);
   const Tensor grad = at::empty(input.sizes(), g.options());
-  engine::launch_pool(engine::OR_POOL_MAX_BACKWARD, g, grad, indices.contiguous(), {{1, 1}, {1, 1}, {0, 0}, {1, 1}});
+  engine::launch_pool(engine::OR_POOL_MAX_BACKWARD, g, grad, indices.contiguous(), window);
   return grad.to(grad_output.scalar_type());
 }
 
@@ -1520,8 +1521,8 @@ Tensor max_pool2d_with_indices_backward_kernel(const Tensor& grad_output, const 
     return structured::fallback<at::_ops::max_pool2d_with_indices_backward>(grad_output, input, kernel_size, stride,
                                                                             padding, dilation, ceil_mode, indices);
   }
-  pool2d_geometry(input, kernel_size, stride, padding, dilation, ceil_mode); // the forward's checks
-  return scatter_to_picks(grad_output, input, indices);
+  const auto p = pool2d_geometry(input, kernel_size, stride, padding, dilation, ceil_mode); // the forward's checks
+  return scatter_to_picks(grad_output, input, indices, {p.kernel, p.stride, p.padding, p.dilation});
 }
 
 } // namespace

@@ -9,6 +9,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
 
+#include "OpenRegEngine.h"
+
 namespace openreg::nn {
 
 using at::Tensor;
@@ -44,7 +46,9 @@ Tensor pool_operand(const Tensor& t);
 // Max pooling's backward: each output's gradient added into the input
 // element its window picked (`indices` into the H x W plane), in output order
 // where windows overlap (deterministic); an index outside the plane stops the
-// device's kernel.
-Tensor scatter_to_picks(const Tensor& grad_output, const Tensor& input, const Tensor& indices);
+// device's kernel. `window`: the forward's windows, when it had regular ones
+// (2 x 2 windows of stride 2 take a path of their own).
+Tensor scatter_to_picks(const Tensor& grad_output, const Tensor& input, const Tensor& indices,
+                        const engine::PoolWindow& window = {{1, 1}, {1, 1}, {0, 0}, {1, 1}});
 
 } // namespace openreg::nn
