@@ -884,12 +884,13 @@ typedef struct or_pool {
  * channel of batch norm (`planes` runs of `length` contiguous elements,
  * `plane_stride` elements apart, channel c's first at c * length). Workers
  * split the groups; each group is computed in one fixed order, with every
- * step rounded to float32 as the composites round it:
+ * step rounded to float32 as the composites round it (their sums may add in
+ * another order):
  * LAYER_FORWARD: in0 x, in1 weight (length elements, or 0), in2 bias (or 0);
  *          out0 y, out1 mean and out2 rstd (one per row). The row's mean and
- *          biased variance as the VAR reduction folds a row (float64, chunks
- *          merged); rstd = 1 / sqrt(var + eps); y = x * rstd + (rstd *
- *          -mean), then y * weight + bias.
+ *          biased variance as the VAR reduction folds a contiguous row in
+ *          one pass (float64, chunks merged); rstd = 1 / sqrt(var + eps);
+ *          y = x * rstd + (rstd * -mean), then y * weight + bias.
  * LAYER_BACKWARD: in0 grad, in1 x, in2 weight (or 0), in3 mean, in4 rstd;
  *          out0 the input's gradient: with xhat = x * rstd + (rstd * -mean),
  *          gw = grad * weight, a = mean(gw) and b = mean(gw * xhat) (summed

@@ -353,7 +353,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_kernel(const Tensor& input, c10::S
   const Tensor x = in_opmath(input).reshape({M, N});
   const Tensor w = defined(weight) ? in_opmath(*weight).reshape({N}).contiguous() : Tensor();
   const Tensor b = defined(bias) ? in_opmath(*bias).reshape({N}).contiguous() : Tensor();
-  if (all_float({x, w, b})) { // one launch of the engine's norm kernel, the same steps as below
+  if (all_float({x, w, b})) { // one launch of the engine's norm kernel: the steps below, rounded as there
     Tensor y = at::empty({M, N}, x.options()), mean = at::empty({M}, x.options()), rstd = at::empty({M}, x.options());
     engine::launch_norm(engine::OR_NORM_LAYER_FORWARD, M, N, 1, 0, eps, {y, mean, rstd}, {x.contiguous(), w, b});
     return {y.to(input.scalar_type()).reshape(input.sizes()), mean.to(stats).reshape(stat_shape),
@@ -399,7 +399,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
   const Tensor w = defined(weight) ? in_opmath(*weight).reshape({N}).contiguous() : Tensor();
   const Tensor mu = in_opmath(mean).reshape({M}).contiguous();
   if (output_mask[0] && all_float({x, g, r, w, mu}) && M > 0 && N > 0) {
-    // one launch of the engine's norm kernel, the same steps as below
+    // one launch of the engine's norm kernel: the steps below, rounded as there (the means summed in
+    // an order of their own)
     Tensor gi = at::empty({M, N}, x.options());
     engine::launch_norm(engine::OR_NORM_LAYER_BACKWARD, M, N, 1, 0, 0.0, {gi},
                         {g.contiguous(), x.contiguous(), w, mu, r.reshape({M}).contiguous()});
@@ -482,9 +483,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_kernel(const Tensor& input, const 
 }
 
 // batch_norm_backward_kernel's training path in two launches of the
-// engine's norm kernel, float32: the channels' sums of g and of g * (x -
-// mean) in one pass, then the input's gradient in another, the same steps as
-// the composite below.
+// engine's norm kernel, float32 NCHW-contiguous: the channels' sums of g and
+// of g * (x - mean) in one pass, then the input's gradient in another; the
+// composite's steps, rounded as there (the sums in an order of their own).
 std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_fused(const Tensor& grad, const Tensor& input,
                                                              const std::optional<Tensor>& weight, const Tensor& mean,
                                                              const Tensor& invstd, std::array<bool, 3> output_mask,
@@ -533,7 +534,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
       (train ? in_opmath(*save_invstd) : (in_opmath(*running_var) + eps).rsqrt()).reshape(channel_shape);
   const Tensor x = in_opmath(input);
   const Tensor g = in_opmath(grad_out);
-  if (train && input.numel() > 0 &&
+  if (train && input.numel() > 0 && x.is_contiguous() && // channels_last keeps its layout below
       all_float({x, g, mean, invstd, defined(weight) ? in_opmath(*weight) : Tensor()})) {
     return batch_norm_backward_fused(g, x, weight, mean.reshape({C}), invstd.reshape({C}), output_mask,
                                      input.scalar_type());

@@ -238,15 +238,16 @@ def test_layer_norm_runs_as_one_norm_launch_each_way(length):
                       tol=tol)
     _forward_backward(lambda t: F.layer_norm(t, (length,)), x, dtype=torch.float32, tol=tol)
     _forward_backward(lambda t: F.layer_norm(t, (length,), w.to(t.device)), x.half(), dtype=torch.float16)
+    _forward_backward(lambda t: F.layer_norm(t, (length,), None, b.to(t.device)), x, dtype=torch.float32, tol=tol)
     xd, wd, bd = x.to(DEV).requires_grad_(), w.to(DEV), b.to(DEV)
     kernels = _device_kernels(lambda: F.layer_norm(xd, (length,), wd, bd).sum().backward())
     assert {"norm (layer_forward)", "norm (layer_backward)"} <= kernels, kernels
 
 
-@pytest.mark.parametrize("shape", [(7, 3, 5, 3), (1, 4, 2, 2), (2, 5, 9)])
+@pytest.mark.parametrize("shape", [(7, 3, 5, 3), (1, 4, 2, 2), (2, 5, 9), (6, 3)])
 def test_batch_norm_backward_runs_as_two_norm_launches(shape):
     # training's input gradient: the channels' sums in one launch, the gradient in another;
-    # planes of a multiple of 4 elements or not, one sample, 1-d batch norm
+    # planes of a multiple of 4 elements or not, one sample, 1-d batch norm, (N, C) rows
     g = torch.Generator().manual_seed(sum(shape))
     x = torch.randn(shape, generator=g) * 3 - 1
     w, b = torch.rand(shape[1], generator=g) + 0.5, torch.randn(shape[1], generator=g)
@@ -265,6 +266,27 @@ def test_batch_norm_backward_runs_as_two_norm_launches(shape):
     actual = torch.autograd.grad(F.batch_norm(xd, None, None, wd, bd, training=True).square().sum(), (wd, bd))
     for a, e in zip(actual, expected):
         torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-4)
+
+
+def test_batch_norm_backward_of_half_and_channels_last_inputs():
+    # float16 computes in float32 (the norm kernel); a channels_last input keeps its layout in the
+    # gradient, as on CPU (the composite path)
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(4, 6, 5, 7, generator=g) * 2 + 1
+    w, b = torch.rand(6, generator=g) + 0.5, torch.randn(6, generator=g)
+    _forward_backward(lambda t: F.batch_norm(t, None, None, w.to(t.device), b.to(t.device), training=True),
+                      x.half(), dtype=torch.float16)
+    last = x.to(memory_format=torch.channels_last)
+    grads = []
+    for device in ("cpu", DEV):
+        leaf = last.to(device).requires_grad_()
+        with torch.openreg.fallback_policy("error" if device == DEV else "allow"):
+            out = F.batch_norm(leaf, None, None, w.to(device), b.to(device), training=True)
+            (grad,) = torch.autograd.grad(out.square().sum(), leaf)
+        grads.append(grad)
+    assert grads[1].is_contiguous(memory_format=torch.channels_last) == grads[0].is_contiguous(
+        memory_format=torch.channels_last)
+    torch.testing.assert_close(grads[1].cpu(), grads[0], rtol=1e-5, atol=1e-4)
 
 
 def test_embedding_backward_with_padding_and_frequency_scaling():
@@ -418,9 +440,12 @@ def test_max_pool2d_2x2_picks_cpus_maximum_and_index_for_nan_ties_and_infinities
     assert torch.equal(indices.cpu(), expected[1])
 
 
-@pytest.mark.parametrize("size", [(4, 16), (6, 10), (8, 24)])
+@pytest.mark.parametrize("size", [(4, 16), (6, 10), (8, 24), (5, 11), (7, 9)])
 def test_max_pool2d_2x2_backward_is_cpus_bit_for_bit_for_any_indices(size):
-    # Gradients add into a zeroed plane at each index, wherever it points.
+    # Gradients add into a zeroed plane at each index, wherever it points. 2 x 2 windows write
+    # four windows at a time (the last ones of a row one by one, an odd last row and column
+    # zeroed); indices outside their windows send the plane back to the scatter-add, from the
+    # vector part or from the last windows of a row.
     g = torch.Generator().manual_seed(5)
     x = torch.randn(2, 3, *size, generator=g)
     x[0, 0, 0, 0] = float("nan")
@@ -431,7 +456,10 @@ def test_max_pool2d_2x2_backward_is_cpus_bit_for_bit_for_any_indices(size):
     elsewhere = indices.clone()
     elsewhere[1, 1] = 0  # every gradient of a plane added at its first element
     elsewhere[0, 2, 0, 0] = size[1] * 2 + 3  # one index in another window
+    elsewhere[1, 0, -1, -1] = 0  # the last window of the plane, taken one by one when OW % 4 != 0
     for idx in (indices, elsewhere):
+        # the gradient's memory held NaN before: every element must be written
+        torch.full(x.shape, float("nan"), device=DEV)
         with torch.openreg.fallback_policy("error"):
             got = torch.ops.aten.max_pool2d_with_indices_backward(grad.to(DEV), x.to(DEV), [2, 2], [2, 2], [0, 0],
                                                                   [1, 1], False, idx.to(DEV)).cpu()

@@ -53,10 +53,11 @@ SCRIPT = textwrap.dedent(
     take(torch.tanh(x) * 3 + x.exp()), take(x[:, ::3].sin())
     take(x.gather(1, torch.randint(0, 300, (512, 40), generator=g).to(dev)))
     take(x[torch.randint(0, 512, (1000,), generator=g).to(dev)])
-    # broadcasts over a middle dimension: split along the outermost one when it divides evenly enough
-    y = torch.randn(18, 7, 130, generator=g).to(dev)
-    take(y * torch.randn(1, 7, 1, generator=g).to(dev) - y.mean((0, 2), keepdim=True))
-    take(torch.randn(17, 7, 130, generator=g).to(dev) + torch.randn(7, 1, generator=g).to(dev))
+    # broadcasts over a middle dimension (large enough to run on every worker): split along the
+    # outermost dimension when it divides evenly enough (36; 17 for 2 workers), else the largest
+    y = torch.randn(36, 14, 131, generator=g).to(dev)
+    take(y * torch.randn(1, 14, 1, generator=g).to(dev) - y.mean((0, 2), keepdim=True))
+    take(torch.randn(17, 7, 600, generator=g).to(dev) + torch.randn(7, 1, generator=g).to(dev))
     torch.openreg.manual_seed(1)
     take(torch.randn(1 << 18, device=dev)), take(torch.rand(300, 400, device=dev).t())
 
