@@ -328,6 +328,13 @@ bool all_float(std::initializer_list<Tensor> tensors) {
                      [](const Tensor& t) { return !t.defined() || t.scalar_type() == at::kFloat; });
 }
 
+// Whether the norm kernel suits `groups` groups of `elements` in all: its
+// workers split the groups, so one large group (a single row or channel)
+// would run on one worker; the composites split it.
+bool norm_kernel_fits(int64_t groups, int64_t elements) {
+  return groups > 1 || elements < (int64_t{1} << 16);
+}
+
 // y = (x - mean) * rstd * weight + bias over the last dimensions
 // (normalized_shape); mean and rstd keep the leading dimensions, with ones
 // for the normalized ones, as CPU returns them.
@@ -353,7 +360,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_kernel(const Tensor& input, c10::S
   const Tensor x = in_opmath(input).reshape({M, N});
   const Tensor w = defined(weight) ? in_opmath(*weight).reshape({N}).contiguous() : Tensor();
   const Tensor b = defined(bias) ? in_opmath(*bias).reshape({N}).contiguous() : Tensor();
-  if (all_float({x, w, b})) { // one launch of the engine's norm kernel: the steps below, rounded as there
+  if (all_float({x, w, b}) && norm_kernel_fits(M, M * N)) {
+    // one launch of the engine's norm kernel: the steps below, rounded as there
     Tensor y = at::empty({M, N}, x.options()), mean = at::empty({M}, x.options()), rstd = at::empty({M}, x.options());
     engine::launch_norm(engine::OR_NORM_LAYER_FORWARD, M, N, 1, 0, eps, {y, mean, rstd}, {x.contiguous(), w, b});
     return {y.to(input.scalar_type()).reshape(input.sizes()), mean.to(stats).reshape(stat_shape),
@@ -398,7 +406,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
   const Tensor r = in_opmath(rstd).reshape({M, 1});
   const Tensor w = defined(weight) ? in_opmath(*weight).reshape({N}).contiguous() : Tensor();
   const Tensor mu = in_opmath(mean).reshape({M}).contiguous();
-  if (output_mask[0] && all_float({x, g, r, w, mu}) && M > 0 && N > 0) {
+  if (output_mask[0] && all_float({x, g, r, w, mu}) && M > 0 && N > 0 && norm_kernel_fits(M, M * N)) {
     // one launch of the engine's norm kernel: the steps below, rounded as there (the means summed in
     // an order of their own)
     Tensor gi = at::empty({M, N}, x.options());
@@ -534,7 +542,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_kernel(
       (train ? in_opmath(*save_invstd) : (in_opmath(*running_var) + eps).rsqrt()).reshape(channel_shape);
   const Tensor x = in_opmath(input);
   const Tensor g = in_opmath(grad_out);
-  if (train && input.numel() > 0 && x.is_contiguous() && // channels_last keeps its layout below
+  // float32 NCHW-contiguous training: the norm kernel (channels_last keeps its layout below)
+  if (train && input.numel() > 0 && x.is_contiguous() && norm_kernel_fits(C, input.numel()) &&
       all_float({x, g, mean, invstd, defined(weight) ? in_opmath(*weight) : Tensor()})) {
     return batch_norm_backward_fused(g, x, weight, mean.reshape({C}), invstd.reshape({C}), output_mask,
                                      input.scalar_type());

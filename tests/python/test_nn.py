@@ -268,6 +268,24 @@ def test_batch_norm_backward_runs_as_two_norm_launches(shape):
         torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-4)
 
 
+def test_a_single_large_row_or_channel_keeps_the_composites():
+    # the norm kernel's workers split rows and channels: one large row (or channel) takes the
+    # composites, which split it; a small one still takes the kernel
+    g = torch.Generator().manual_seed(12)
+    row, channel = torch.randn(1, 70000, generator=g), torch.randn(300, 1, 250, generator=g)
+    _forward_backward(lambda t: F.layer_norm(t, (70000,)), row, dtype=torch.float32, tol={"rtol": 1e-5, "atol": 1e-5})
+    _forward_backward(lambda t: F.batch_norm(t, None, None, training=True), channel, dtype=torch.float32,
+                      tol={"rtol": 1e-5, "atol": 1e-5})
+    rows = row.to(DEV).requires_grad_()
+    kernels = _device_kernels(lambda: F.layer_norm(rows, (70000,)).sum().backward())
+    assert not any(k.startswith("norm") for k in kernels), kernels
+    channels = channel.to(DEV).requires_grad_()
+    kernels = _device_kernels(lambda: F.batch_norm(channels, None, None, training=True).square().sum().backward())
+    assert not any(k.startswith("norm") for k in kernels), kernels
+    small = row[:, :100].to(DEV).requires_grad_()
+    assert "norm (layer_forward)" in _device_kernels(lambda: F.layer_norm(small, (100,)))
+
+
 def test_batch_norm_backward_of_half_and_channels_last_inputs():
     # float16 computes in float32 (the norm kernel); a channels_last input keeps its layout in the
     # gradient, as on CPU (the composite path)
