@@ -895,6 +895,10 @@ typedef struct or_pool {
  *          out0 the input's gradient: with xhat = x * rstd + (rstd * -mean),
  *          gw = grad * weight, a = mean(gw) and b = mean(gw * xhat) (summed
  *          in float64), xhat * -(b * rstd) + (gw * rstd + -(a * rstd)).
+ * LAYER_PARAMS: in0 grad, in1 x, in3 mean, in4 rstd; out0 the weight's
+ *          gradient, the sum over rows of grad * xhat (or 0: not wanted), out1
+ *          the bias's, the sum of grad (or 0), per column, summed in float64
+ *          down the rows in order; workers split the columns, not the rows.
  * BATCH_STATS: in0 grad, in1 x, in3 mean (one per channel); out0 the sum of
  *          grad and out1 the sum of grad * (x - mean), per channel (summed
  *          in float64, plane by plane).
@@ -905,6 +909,7 @@ typedef struct or_pool {
 #define OR_NORM_OPS(X) \
   X(LAYER_FORWARD)     \
   X(LAYER_BACKWARD)    \
+  X(LAYER_PARAMS)      \
   X(BATCH_STATS)       \
   X(BATCH_BACKWARD)
 

@@ -1576,6 +1576,58 @@ NOINLINE static void layer_backward_row(const float *g, const float *x, const fl
   }
 }
 
+/* Columns [c, c + w) of layer norm's parameter gradients, w a multiple of 8
+ * up to OR_PARAMS_BLOCK: row by row (each row's part read whole, as memory
+ * runs), the sums of g * xhat (xhat as layer_backward_row computes it) and
+ * of g in float64, kept in a buffer of the block's columns. Strips of 8
+ * columns each walking every row read rows 4 KiB apart, which share cache
+ * sets: 4096 x 1024 took 9.5 ms. dw or db may be null (not wanted). */
+#define OR_PARAMS_BLOCK 256
+NOINLINE static void layer_params_block(const float *g, const float *x, const float *mean, const float *rstd,
+                                        int64_t rows, int64_t n, int64_t c, int64_t w, float *dw, float *db) {
+  double sw[OR_PARAMS_BLOCK] __attribute__((aligned(16))), sb[OR_PARAMS_BLOCK] __attribute__((aligned(16)));
+  for (int64_t j = 0; j < w; j++) sw[j] = sb[j] = 0.0;
+  for (int64_t i = 0; i < rows; i++) {
+    const v128_t r = wasm_f32x4_splat(rstd[i]), t = wasm_f32x4_splat(rstd[i] * -mean[i]);
+    const float *gi = g + i * n + c, *xi = x + i * n + c;
+    for (int64_t j = 0; j < w; j += 4) {
+      const v128_t gv = wasm_v128_load(gi + j);
+      const v128_t pv = wasm_f32x4_mul(gv, wasm_f32x4_add(wasm_f32x4_mul(wasm_v128_load(xi + j), r), t));
+      wasm_v128_store(sw + j, wasm_f64x2_add(wasm_v128_load(sw + j), wasm_f64x2_promote_low_f32x4(pv)));
+      wasm_v128_store(sw + j + 2, wasm_f64x2_add(wasm_v128_load(sw + j + 2),
+                                                 wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(pv, pv, 2, 3, 0, 1))));
+      wasm_v128_store(sb + j, wasm_f64x2_add(wasm_v128_load(sb + j), wasm_f64x2_promote_low_f32x4(gv)));
+      wasm_v128_store(sb + j + 2, wasm_f64x2_add(wasm_v128_load(sb + j + 2),
+                                                 wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(gv, gv, 2, 3, 0, 1))));
+    }
+  }
+  for (int64_t j = 0; j < w; j++) {
+    if (dw) {
+      dw[c + j] = (float)sw[j];
+    }
+    if (db) {
+      db[c + j] = (float)sb[j];
+    }
+  }
+}
+
+/* Column c of the same, alone (the last n % 8 columns). */
+NOINLINE static void layer_params_column(const float *g, const float *x, const float *mean, const float *rstd,
+                                         int64_t rows, int64_t n, int64_t c, float *dw, float *db) {
+  double sw = 0.0, sb = 0.0;
+  for (int64_t i = 0; i < rows; i++) {
+    const float gv = g[i * n + c];
+    sw += (double)(gv * (x[i * n + c] * rstd[i] + rstd[i] * -mean[i]));
+    sb += (double)gv;
+  }
+  if (dw) {
+    dw[c] = (float)sw;
+  }
+  if (db) {
+    db[c] = (float)sb;
+  }
+}
+
 /* One plane of a batch norm channel: sums of g and of g * (x - mean) added
  * to s (lanes 0-1) and d; the last n % 4 elements one by one. */
 NOINLINE static void batch_stats_plane(const float *g, const float *x, float mean, int64_t n, double *s, double *d) {
@@ -1628,8 +1680,22 @@ EXPORT(norm) void norm(const or_norm *params, int32_t worker, int32_t workers) {
     out[k] = p.data[OR_NORM_OUT0 + k] ? (float *)device_ptr(p.data[OR_NORM_OUT0 + k]) : 0;
   }
   int64_t lo, hi;
-  split_range(p.groups, 1, worker, workers, &lo, &hi);
   const int64_t n = p.length;
+  if (p.op == OR_NORM_LAYER_PARAMS) { /* columns split, each summed down every row */
+    split_range(n, 8, worker, workers, &lo, &hi);
+    int64_t c = lo;
+    for (; c + 8 <= hi; c += OR_PARAMS_BLOCK) {
+      const int64_t w = hi - c < OR_PARAMS_BLOCK ? (hi - c) / 8 * 8 : OR_PARAMS_BLOCK;
+      layer_params_block(in[0], in[1], in[3], in[4], p.groups, n, c, w, out[0], out[1]);
+      if (w < OR_PARAMS_BLOCK) {
+        c += w;
+        break;
+      }
+    }
+    for (; c < hi; c++) layer_params_column(in[0], in[1], in[3], in[4], p.groups, n, c, out[0], out[1]);
+    return;
+  }
+  split_range(p.groups, 1, worker, workers, &lo, &hi);
   for (int64_t q = lo; q < hi; q++) {
     switch (p.op) {
     case OR_NORM_LAYER_FORWARD:

@@ -415,7 +415,21 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
     grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
     output_mask[0] = false;
   }
-  const bool weight_grad = output_mask[1] && defined(weight);
+  bool weight_grad = output_mask[1] && defined(weight), bias_grad = output_mask[2] && defined(bias);
+  if ((weight_grad || bias_grad) && all_float({x, g, r, mu}) && M > 0 && N > 0) {
+    // the column sums of g * xhat and g in one launch of the norm kernel (float64 sums, down the rows)
+    const Tensor dw = weight_grad ? at::empty({N}, x.options()) : Tensor();
+    const Tensor db = bias_grad ? at::empty({N}, x.options()) : Tensor();
+    engine::launch_norm(engine::OR_NORM_LAYER_PARAMS, M, N, 1, 0, 0.0, {dw, db},
+                        {g.contiguous(), x.contiguous(), Tensor(), mu, r.reshape({M}).contiguous()});
+    if (weight_grad) {
+      grad_weight = dw.to(weight->scalar_type()).reshape(weight->sizes());
+    }
+    if (bias_grad) {
+      grad_bias = db.to(bias->scalar_type()).reshape(bias->sizes());
+    }
+    weight_grad = bias_grad = false;
+  }
   const Tensor xhat =
       output_mask[0] || weight_grad ? engine::mul_add(x, r, r * in_opmath(mean).reshape({M, 1}).neg()) : Tensor();
   if (output_mask[0]) {
@@ -429,7 +443,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
   if (weight_grad) {
     grad_weight = (g * xhat).sum(0).to(weight->scalar_type()).reshape(weight->sizes());
   }
-  if (output_mask[2] && defined(bias)) {
+  if (bias_grad) {
     grad_bias = g.sum(0).to(bias->scalar_type()).reshape(bias->sizes());
   }
   return {grad_input, grad_weight, grad_bias};

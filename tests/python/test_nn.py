@@ -227,7 +227,7 @@ def test_batch_norm_training_and_eval(affine, track):
 
 
 @pytest.mark.parametrize("length", [1, 3, 4, 7, 129])
-def test_layer_norm_runs_as_one_norm_launch_each_way(length):
+def test_layer_norm_runs_as_norm_launches(length):
     # float32 rows (and float16 ones, computed in float32) take the engine's norm kernel: the
     # vector loop, the last length % 4 elements one by one, with and without weight and bias
     g = torch.Generator().manual_seed(length)
@@ -239,9 +239,16 @@ def test_layer_norm_runs_as_one_norm_launch_each_way(length):
     _forward_backward(lambda t: F.layer_norm(t, (length,)), x, dtype=torch.float32, tol=tol)
     _forward_backward(lambda t: F.layer_norm(t, (length,), w.to(t.device)), x.half(), dtype=torch.float16)
     _forward_backward(lambda t: F.layer_norm(t, (length,), None, b.to(t.device)), x, dtype=torch.float32, tol=tol)
-    xd, wd, bd = x.to(DEV).requires_grad_(), w.to(DEV), b.to(DEV)
+    # the weight's and bias's gradients: columns summed down the rows (strips of 8, then one by one)
+    seed = torch.randn(5, length, generator=g)
+    expected = torch.autograd.grad((F.layer_norm(x, (length,), w.requires_grad_(), b.requires_grad_()) * seed).sum(),
+                                   (w, b))
+    xd, wd, bd = x.to(DEV).requires_grad_(), w.detach().to(DEV).requires_grad_(), b.detach().to(DEV).requires_grad_()
+    actual = torch.autograd.grad((F.layer_norm(xd, (length,), wd, bd) * seed.to(DEV)).sum(), (wd, bd))
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=2e-5)
     kernels = _device_kernels(lambda: F.layer_norm(xd, (length,), wd, bd).sum().backward())
-    assert {"norm (layer_forward)", "norm (layer_backward)"} <= kernels, kernels
+    assert {"norm (layer_forward)", "norm (layer_backward)", "norm (layer_params)"} <= kernels, kernels
 
 
 @pytest.mark.parametrize("shape", [(7, 3, 5, 3), (1, 4, 2, 2), (2, 5, 9), (6, 3)])
