@@ -220,7 +220,7 @@ ALWAYS_INLINE int max_backward_2x2_f32(window g, const float *grad, float *out, 
 #define MAX2X2_BACKWARD_F32(g, in, out, index) \
   max_backward_2x2_f32(g, (const float *)(in), (float *)(out), index)
 
-#define OR_DEFINE_POOL(S, T, LOWEST, ISNAN, TAKE4, MAX2X2, MAX2X2_BACKWARD)                                                              \
+#define OR_DEFINE_POOL(S, T, LOWEST, ISNAN, TAKE4, MAX2X2, MAX2X2_BACKWARD)                                 \
   /* A row of outputs at a time, ROW at most: for each window position (ih,     \
    * j), in CPU's order, every output of the row whose column lies inside       \
    * the input takes its candidate. */                                          \
@@ -824,6 +824,9 @@ EXPORT(pool) void pool(const or_pool *params, int32_t worker, int32_t workers) {
   /* plane_in: an image plane; plane_out: an output or column plane */
   const int64_t plane_in = p->height * p->width;
   const int64_t plane_out = p->out_height * p->out_width * (windows ? p->kernel[0] * p->kernel[1] : 1);
+  /* max_backward_2x2_f32 writes its planes whole: no zeroing first */
+  const int zero_first =
+      backward && !(p->op == OR_POOL_MAX_BACKWARD && p->dtype == OR_F32 && windows_2x2(window_of(p)));
   int64_t lo, hi;
   split_range(p->planes, 1, worker, workers, &lo, &hi);
   for (int64_t q = lo; q < hi; q++) {
@@ -844,7 +847,7 @@ EXPORT(pool) void pool(const or_pool *params, int32_t worker, int32_t workers) {
     int64_t *index = p->op == OR_POOL_MAX || p->op == OR_POOL_MAX_BACKWARD
                          ? (int64_t *)device_ptr(p->data[OR_POOL_OUT1]) + q * plane_out
                          : 0;
-    if (backward && !(p->op == OR_POOL_MAX_BACKWARD && p->dtype == OR_F32 && windows_2x2(window_of(p)))) {
+    if (zero_first) {
       for (int64_t i = 0; i < plane_in * esize; i++) {
         out[i] = 0;
       }

@@ -406,22 +406,24 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
   const Tensor r = in_opmath(rstd).reshape({M, 1});
   const Tensor w = defined(weight) ? in_opmath(*weight).reshape({N}).contiguous() : Tensor();
   const Tensor mu = in_opmath(mean).reshape({M}).contiguous();
-  if (output_mask[0] && all_float({x, g, r, w, mu}) && M > 0 && N > 0 && norm_kernel_fits(M, M * N)) {
+  // the norm kernel's dense float32 operands, made once for both of its launches below
+  const bool kernel = all_float({x, g, r, mu}) && M > 0 && N > 0;
+  const Tensor gc = kernel ? g.contiguous() : Tensor(), xc = kernel ? x.contiguous() : Tensor();
+  const Tensor rc = kernel ? r.reshape({M}).contiguous() : Tensor();
+  if (output_mask[0] && kernel && all_float({w}) && norm_kernel_fits(M, M * N)) {
     // one launch of the engine's norm kernel: the steps below, rounded as there (the means summed in
     // an order of their own)
     Tensor gi = at::empty({M, N}, x.options());
-    engine::launch_norm(engine::OR_NORM_LAYER_BACKWARD, M, N, 1, 0, 0.0, {gi},
-                        {g.contiguous(), x.contiguous(), w, mu, r.reshape({M}).contiguous()});
+    engine::launch_norm(engine::OR_NORM_LAYER_BACKWARD, M, N, 1, 0, 0.0, {gi}, {gc, xc, w, mu, rc});
     grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
     output_mask[0] = false;
   }
   bool weight_grad = output_mask[1] && defined(weight), bias_grad = output_mask[2] && defined(bias);
-  if ((weight_grad || bias_grad) && all_float({x, g, r, mu}) && M > 0 && N > 0) {
+  if ((weight_grad || bias_grad) && kernel) {
     // the column sums of g * xhat and g in one launch of the norm kernel (float64 sums, down the rows)
     const Tensor dw = weight_grad ? at::empty({N}, x.options()) : Tensor();
     const Tensor db = bias_grad ? at::empty({N}, x.options()) : Tensor();
-    engine::launch_norm(engine::OR_NORM_LAYER_PARAMS, M, N, 1, 0, 0.0, {dw, db},
-                        {g.contiguous(), x.contiguous(), Tensor(), mu, r.reshape({M}).contiguous()});
+    engine::launch_norm(engine::OR_NORM_LAYER_PARAMS, M, N, 1, 0, 0.0, {dw, db}, {gc, xc, Tensor(), mu, rc});
     if (weight_grad) {
       grad_weight = dw.to(weight->scalar_type()).reshape(weight->sizes());
     }
@@ -430,12 +432,11 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_kernel(const Tensor& grad
     }
     weight_grad = bias_grad = false;
   }
-  const Tensor xhat =
-      output_mask[0] || weight_grad ? engine::mul_add(x, r, r * in_opmath(mean).reshape({M, 1}).neg()) : Tensor();
+  const Tensor xhat = output_mask[0] || weight_grad ? engine::mul_add(x, r, r * mu.reshape({M, 1}).neg()) : Tensor();
   if (output_mask[0]) {
     // rstd * gw - rstd * mean(gw) - xhat * rstd * mean(gw * xhat): two
     // multiply-adds with per-row constants
-    const Tensor gw = defined(weight) ? g * in_opmath(*weight).reshape({1, N}) : g;
+    const Tensor gw = defined(weight) ? g * w.reshape({1, N}) : g;
     const Tensor gi = engine::mul_add(xhat, (gw * xhat).mean(1, /*keepdim=*/true).mul_(r).neg_(),
                                       engine::mul_add(gw, r, gw.mean(1, /*keepdim=*/true).mul_(r).neg_()));
     grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
