@@ -88,8 +88,37 @@
     return FROM_BITS(r | sign);                                                          \
   }
 
-OR_DEFINE_FMOD(fmod_f32, float, uint32_t, 32, 23, m_f32_bits, m_f32_from_bits)
+OR_DEFINE_FMOD(fmod_bits_f32, float, uint32_t, 32, 23, m_f32_bits, m_f32_from_bits)
 OR_DEFINE_FMOD(fmod_f64, double, uint64_t, 64, 52, m_f64_bits, m_f64_from_bits)
+
+/*
+ * float32's fmod, the same exact result in double arithmetic when
+ * |x / y| < 2^29 (the long division above takes a step per bit of the
+ * exponents' difference, about 70 cycles per element with its branches):
+ * q = trunc(x / y) in double is the true quotient's integer part, or one
+ * more if the rounded quotient reached the next integer (it cannot fall
+ * below an integer the true one reaches: rounding is monotonic and such
+ * integers are doubles); q * y is exact (24 + 29 bits) and so is x - q * y,
+ * and one too many shows as a remainder of the wrong sign, which adding |y|
+ * with x's sign corrects, exactly. Anything else (y zero or infinite, x
+ * infinite, a NaN, a large quotient) takes the long division.
+ */
+static float fmod_f32(float x, float y) {
+  const double dx = (double)x, dy = (double)y;
+  const double q = __builtin_trunc(dx / dy);
+  if (!(__builtin_fabs(q) < 536870912.0) || __builtin_fabs(dy) == __builtin_inf()) {
+    return fmod_bits_f32(x, y);
+  }
+  if (q == 0.0) {
+    return x; /* |x| < |y| */
+  }
+  const double step = __builtin_copysign(dy, dx); /* |y| with x's sign */
+  double r = dx - q * dy;
+  if (r != 0.0 && (r < 0.0) != (dx < 0.0)) {
+    r += step;
+  }
+  return r == 0.0 ? __builtin_copysignf(0.0f, x) : (float)r;
+}
 
 /* torch.div(rounding_mode='floor') on floats, as PyTorch's CPU kernel computes it. */
 #define OR_DEFINE_DIV_FLOOR(NAME, T, FMOD, FLOOR, COPYSIGN)           \
@@ -1265,6 +1294,55 @@ static void fma_lerp_f32(char *const *ptr, const int64_t *st, int64_t n, const o
  * elements as a vector padded with zeros. So an element's result is the same
  * whatever the layout, the dtype it converts from or the split between
  * workers. */
+/* fmod_f32's double arithmetic on two lanes (x and y widened): the
+ * remainder, and in *bad the lanes that need the long division. */
+ALWAYS_INLINE v128_t v_fmod_f64x2(v128_t dx, v128_t dy, v128_t *bad) {
+  const v128_t sign = wasm_f64x2_splat(-0.0), zero = wasm_f64x2_splat(0.0);
+  const v128_t ay = wasm_f64x2_abs(dy);
+  const v128_t q = wasm_f64x2_trunc(wasm_f64x2_div(dx, dy));
+  *bad = wasm_v128_or(wasm_v128_not(wasm_f64x2_lt(wasm_f64x2_abs(q), wasm_f64x2_splat(536870912.0))),
+                      wasm_f64x2_eq(ay, wasm_f64x2_splat(__builtin_inf())));
+  const v128_t step = wasm_v128_or(ay, wasm_v128_and(dx, sign)); /* |y| with x's sign */
+  v128_t r = wasm_f64x2_sub(dx, wasm_f64x2_mul(q, dy));
+  const v128_t wrong_sign =
+      wasm_v128_and(wasm_f64x2_ne(r, zero), wasm_v128_xor(wasm_f64x2_lt(r, zero), wasm_f64x2_lt(dx, zero)));
+  r = wasm_v128_bitselect(wasm_f64x2_add(r, step), r, wrong_sign);
+  /* a zero remainder has x's sign */
+  return wasm_v128_bitselect(wasm_v128_and(dx, sign), r, wasm_f64x2_eq(r, zero));
+}
+
+/* fmod_f32 on four lanes: the double arithmetic, then the long division for
+ * the lanes it does not cover (zero or infinite y, infinite x, NaNs, large
+ * quotients). The same bits as fmod_f32 lane by lane. */
+ALWAYS_INLINE v128_t v_fmod_f32(v128_t a, v128_t b) {
+  v128_t bad_lo, bad_hi;
+  const v128_t lo = v_fmod_f64x2(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b), &bad_lo);
+  const v128_t hi = v_fmod_f64x2(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(a, a, 2, 3, 0, 1)),
+                                 wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(b, b, 2, 3, 0, 1)), &bad_hi);
+  v128_t r = wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
+  if (wasm_v128_any_true(wasm_v128_or(bad_lo, bad_hi))) {
+    float x[4], y[4], out[4];
+    wasm_v128_store(x, a);
+    wasm_v128_store(y, b);
+    wasm_v128_store(out, r);
+    for (int l = 0; l < 4; l++) {
+      const double dq = __builtin_trunc((double)x[l] / (double)y[l]);
+      if (!(__builtin_fabs(dq) < 536870912.0) || __builtin_fabs((double)y[l]) == __builtin_inf()) {
+        out[l] = fmod_bits_f32(x[l], y[l]);
+      }
+    }
+    r = wasm_v128_load(out);
+  }
+  return r;
+}
+
+/* The lanes where a remainder is nonzero and its sign differs from b's
+ * (where Python's % and // step from fmod's truncation to floor). */
+ALWAYS_INLINE v128_t v_sign_differs_f32(v128_t mod, v128_t b) {
+  const v128_t zero = wasm_f32x4_splat(0.0f);
+  return wasm_v128_and(wasm_f32x4_ne(mod, zero), wasm_v128_xor(wasm_f32x4_lt(b, zero), wasm_f32x4_lt(mod, zero)));
+}
+
 #define K_GELU_PDF_F32 ((float)K_GELU_PDF)
 ALWAYS_INLINE v128_t v_op_f32(uint32_t op, v128_t a, v128_t b) {
   const v128_t one = wasm_f32x4_splat(1.0f), half = wasm_f32x4_splat(0.5f);
@@ -1283,6 +1361,23 @@ ALWAYS_INLINE v128_t v_op_f32(uint32_t op, v128_t a, v128_t b) {
   case OR_OP_SILU_BACKWARD: { /* dy s (1 + x (1 - s)), s = sigmoid(x) */
     const v128_t s = v_sigmoid_f32(b);
     return wasm_f32x4_mul(wasm_f32x4_mul(a, s), wasm_f32x4_add(one, wasm_f32x4_mul(b, wasm_f32x4_sub(one, s))));
+  }
+  case OR_OP_FMOD:
+    return v_fmod_f32(a, b);
+  case OR_OP_REMAINDER: { /* Python's %: fmod, plus b where its sign differs from b's */
+    const v128_t mod = v_fmod_f32(a, b);
+    return wasm_v128_bitselect(wasm_f32x4_add(mod, b), mod, v_sign_differs_f32(mod, b));
+  }
+  case OR_OP_DIV_FLOOR: { /* div_floor_f32 lane by lane, its steps as selects */
+    const v128_t zero = wasm_f32x4_splat(0.0f), sign = wasm_f32x4_splat(-0.0f);
+    const v128_t mod = v_fmod_f32(a, b), quotient = wasm_f32x4_div(a, b);
+    v128_t div = wasm_f32x4_div(wasm_f32x4_sub(a, mod), b);
+    div = wasm_v128_bitselect(wasm_f32x4_sub(div, one), div, v_sign_differs_f32(mod, b));
+    v128_t floordiv = wasm_f32x4_floor(div);
+    floordiv = wasm_v128_bitselect(wasm_f32x4_add(floordiv, one), floordiv,
+                                   wasm_f32x4_gt(wasm_f32x4_sub(div, floordiv), half));
+    const v128_t r = wasm_v128_bitselect(wasm_v128_and(quotient, sign), floordiv, wasm_f32x4_eq(div, zero));
+    return wasm_v128_bitselect(quotient, r, wasm_f32x4_eq(b, zero));
   }
   default: { /* GELU_BACKWARD: dy (cdf + x pdf) */
     const v128_t cdf = wasm_f32x4_mul(half, wasm_f32x4_add(one, v_erf_f32(wasm_f32x4_mul(b, wasm_f32x4_splat((float)K_SQRT1_2)))));
@@ -1334,6 +1429,9 @@ OR_VECTOR_ROWS(SILU, 1)
 OR_VECTOR_ROWS(GELU, 1)
 OR_VECTOR_ROWS(SILU_BACKWARD, 2)
 OR_VECTOR_ROWS(GELU_BACKWARD, 2)
+OR_VECTOR_ROWS(FMOD, 2)
+OR_VECTOR_ROWS(REMAINDER, 2)
+OR_VECTOR_ROWS(DIV_FLOOR, 2)
 
 /* The vector loops of `op` in float32 (contig, then strided and converting), or nulls. */
 static void vector_rows_f32(uint32_t op, or_row *contig, or_row *chunks) {
@@ -1350,6 +1448,9 @@ static void vector_rows_f32(uint32_t op, or_row *contig, or_row *chunks) {
     OR_VECTOR_CASE(GELU)
     OR_VECTOR_CASE(SILU_BACKWARD)
     OR_VECTOR_CASE(GELU_BACKWARD)
+    OR_VECTOR_CASE(FMOD)
+    OR_VECTOR_CASE(REMAINDER)
+    OR_VECTOR_CASE(DIV_FLOOR)
   default:
     *contig = 0;
     *chunks = 0;
@@ -1370,6 +1471,139 @@ static or_row fma_row_f32(uint32_t op) {
     return 0;
   }
 }
+
+/* ---- copies that convert (x.double(), x.half(), mask.long(), ...) ---- */
+
+/* float32 to float64, exactly. */
+ALWAYS_INLINE void f32_to_f64(double *dst, const float *src, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v128_t u = wasm_v128_load(src + j), v = wasm_v128_load(src + j + 4);
+    wasm_v128_store(dst + j, wasm_f64x2_promote_low_f32x4(u));
+    wasm_v128_store(dst + j + 2, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)));
+    wasm_v128_store(dst + j + 4, wasm_f64x2_promote_low_f32x4(v));
+    wasm_v128_store(dst + j + 6, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)));
+  }
+  for (; j < n; j++) dst[j] = (double)src[j];
+}
+
+/* float64 to float32, each rounded to nearest as a C conversion rounds. */
+ALWAYS_INLINE void f64_to_f32(float *dst, const double *src, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v128_t a = wasm_f32x4_demote_f64x2_zero(wasm_v128_load(src + j));
+    const v128_t b = wasm_f32x4_demote_f64x2_zero(wasm_v128_load(src + j + 2));
+    const v128_t c = wasm_f32x4_demote_f64x2_zero(wasm_v128_load(src + j + 4));
+    const v128_t d = wasm_f32x4_demote_f64x2_zero(wasm_v128_load(src + j + 6));
+    wasm_v128_store(dst + j, wasm_i32x4_shuffle(a, b, 0, 1, 4, 5));
+    wasm_v128_store(dst + j + 4, wasm_i32x4_shuffle(c, d, 0, 1, 4, 5));
+  }
+  for (; j < n; j++) dst[j] = (float)src[j];
+}
+
+/* float32 to bool: 1 where x != 0 (NaN included), 16 at a time. */
+ALWAYS_INLINE void f32_to_bool(uint8_t *dst, const float *src, int64_t n) {
+  const v128_t zero = wasm_f32x4_splat(0.0f);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const v128_t a = wasm_f32x4_ne(wasm_v128_load(src + j), zero);
+    const v128_t b = wasm_f32x4_ne(wasm_v128_load(src + j + 4), zero);
+    const v128_t c = wasm_f32x4_ne(wasm_v128_load(src + j + 8), zero);
+    const v128_t d = wasm_f32x4_ne(wasm_v128_load(src + j + 12), zero);
+    /* the masks (0 or -1) narrow with saturation to bytes of 0 or -1 */
+    const v128_t bytes = wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(a, b), wasm_i16x8_narrow_i32x4(c, d));
+    wasm_v128_store(dst + j, wasm_v128_and(bytes, wasm_i8x16_splat(1)));
+  }
+  for (; j < n; j++) dst[j] = src[j] != 0.0f;
+}
+
+/* float32 to int64, truncating: four at a time through int32 while every
+ * lane is within int32's range (not a NaN), else those four one by one as
+ * the scalar conversion does. */
+ALWAYS_INLINE void f32_to_i64(int64_t *dst, const float *src, int64_t n) {
+  const v128_t limit = wasm_f32x4_splat(2147483648.0f);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const v128_t x = wasm_v128_load(src + j);
+    if (wasm_i32x4_all_true(wasm_f32x4_lt(wasm_f32x4_abs(x), limit))) {
+      const v128_t t = wasm_i32x4_trunc_sat_f32x4(x);
+      wasm_v128_store(dst + j, wasm_i64x2_extend_low_i32x4(t));
+      wasm_v128_store(dst + j + 2, wasm_i64x2_extend_high_i32x4(t));
+    } else {
+      for (int q = 0; q < 4; q++) dst[j + q] = float_to_i64((double)src[j + q]);
+    }
+  }
+  for (; j < n; j++) dst[j] = float_to_i64((double)src[j]);
+}
+
+/* A contiguous row of n elements from dtype `from` to dtype `to`, for the
+ * pairs with a loop of their own; 0 for the others. Each gives the value
+ * the compute type's load and store would. */
+static int convert_contig(char *out, uint32_t to, const char *in, uint32_t from, int64_t n) {
+  if (from == OR_F32) {
+    switch (to) {
+    case OR_F64:
+      f32_to_f64((double *)out, (const float *)in, n);
+      return 1;
+    case OR_F16:
+    case OR_BF16:
+      f32_to_halves((uint16_t *)out, (const float *)in, n, to == OR_BF16);
+      return 1;
+    case OR_BOOL:
+      f32_to_bool((uint8_t *)out, (const float *)in, n);
+      return 1;
+    case OR_I64:
+      f32_to_i64((int64_t *)out, (const float *)in, n);
+      return 1;
+    default:
+      return 0;
+    }
+  }
+  if (to == OR_F32) {
+    switch (from) {
+    case OR_F64:
+      f64_to_f32((float *)out, (const double *)in, n);
+      return 1;
+    case OR_F16:
+    case OR_BF16:
+      halves_to_f32((float *)out, (const uint16_t *)in, n, from == OR_BF16);
+      return 1;
+    case OR_BOOL:
+    case OR_U8:
+      bytes_to_f32((float *)out, (const uint8_t *)in, n, from == OR_BOOL);
+      return 1;
+    default:
+      return 0;
+    }
+  }
+  if (to == OR_I64 && (from == OR_BOOL || from == OR_U8)) {
+    bytes_to_i64((int64_t *)out, (const uint8_t *)in, n, from == OR_BOOL);
+    return 1;
+  }
+  return 0;
+}
+
+/* The rows of a copy between dtypes: contiguous rows of the pairs above
+ * directly, others chunk by chunk through the compute type, as the generic
+ * loop does without its op's pass over each chunk. */
+#define OR_DEFINE_CONVERT(C, T)                                                                          \
+  __attribute__((no_builtin("memcpy"))) static void convert_##C(                                         \
+      char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args, const uint32_t *dt) {        \
+    (void)args;                                                                                          \
+    if (st[0] == (int64_t)dtype_size(dt[0]) && st[1] == (int64_t)dtype_size(dt[1]) &&                     \
+        convert_contig(ptr[0], dt[0], ptr[1], dt[1], n)) {                                               \
+      return;                                                                                            \
+    }                                                                                                    \
+    T buf[OR_CHUNK];                                                                                     \
+    for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {                                                       \
+      const int64_t m = n - j0 < OR_CHUNK ? n - j0 : OR_CHUNK;                                           \
+      load_row_##C(buf, ptr[1] + j0 * st[1], st[1], dt[1], m);                                           \
+      store_row_##C(ptr[0] + j0 * st[0], st[0], dt[0], buf, m);                                          \
+    }                                                                                                    \
+  }
+OR_DEFINE_CONVERT(F32, float)
+OR_DEFINE_CONVERT(F64, double)
+OR_DEFINE_CONVERT(I64, int64_t)
 
 /* Traps on a block whose op, compute type or counts are out of range. */
 static void check_block(const or_elementwise *p) {
@@ -1514,6 +1748,9 @@ static void run(const or_elementwise *p) {
     typed = typed && dt[k] == want[k];
     contiguous = contiguous && st[k][0] == size && !((p->scalar_mask >> k) & 1);
     spreadable = spreadable && (st[k][0] == size || (k > 0 && st[k][0] == 0));
+  }
+  if (p->op == OR_OP_COPY && !typed) {
+    generic = p->compute == OR_COMPUTE_F32 ? convert_F32 : p->compute == OR_COMPUTE_F64 ? convert_F64 : convert_I64;
   }
   const or_row row = !typed ? generic : contiguous ? contig : strided;
   walk(p, row, typed && !contiguous && spreadable ? contig : 0, base, st, dt);

@@ -52,28 +52,166 @@ typedef struct acc_i {
 #define MUL_I(x, y) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
 #define ISNAN_I(x) 0
 
+/* The folds of a chunk (at most OR_CHUNK values of the accumulator's type)
+ * keep several partial results in SIMD lanes and take 16 values per pass:
+ * a loop's running values go through the stack at each loop header (the
+ * watchdog's epoch check), so a scalar chain costs a store and a reload per
+ * element. Each combines its lanes in a fixed order, so a result depends
+ * only on the chunk. */
+
+/* The sum: eight lanes, each adding every eighth value. */
 static double sum_F(const double *x, int64_t m) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  v128_t s0 = wasm_f64x2_splat(0.0), s1 = s0, s2 = s0, s3 = s0;
   int64_t j = 0;
-  for (; j + 4 <= m; j += 4) {
-    s0 += x[j];
-    s1 += x[j + 1];
-    s2 += x[j + 2];
-    s3 += x[j + 3];
+  for (; j + 16 <= m; j += 16) {
+    s0 = wasm_f64x2_add(s0, wasm_f64x2_add(wasm_v128_load(x + j), wasm_v128_load(x + j + 8)));
+    s1 = wasm_f64x2_add(s1, wasm_f64x2_add(wasm_v128_load(x + j + 2), wasm_v128_load(x + j + 10)));
+    s2 = wasm_f64x2_add(s2, wasm_f64x2_add(wasm_v128_load(x + j + 4), wasm_v128_load(x + j + 12)));
+    s3 = wasm_f64x2_add(s3, wasm_f64x2_add(wasm_v128_load(x + j + 6), wasm_v128_load(x + j + 14)));
   }
+  const v128_t t = wasm_f64x2_add(wasm_f64x2_add(s0, s1), wasm_f64x2_add(s2, s3));
+  double total = wasm_f64x2_extract_lane(t, 0) + wasm_f64x2_extract_lane(t, 1);
   for (; j < m; j++) {
-    s0 += x[j];
+    total += x[j];
   }
-  return (s0 + s1) + (s2 + s3);
+  return total;
 }
 
+/* Integer sums wrap, so any order gives the same result. */
 static int64_t sum_I(const int64_t *x, int64_t m) {
-  uint64_t s = 0;
-  for (int64_t j = 0; j < m; j++) {
-    s += (uint64_t)x[j];
+  v128_t s0 = wasm_i64x2_splat(0), s1 = s0, s2 = s0, s3 = s0;
+  int64_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    s0 = wasm_i64x2_add(s0, wasm_i64x2_add(wasm_v128_load(x + j), wasm_v128_load(x + j + 8)));
+    s1 = wasm_i64x2_add(s1, wasm_i64x2_add(wasm_v128_load(x + j + 2), wasm_v128_load(x + j + 10)));
+    s2 = wasm_i64x2_add(s2, wasm_i64x2_add(wasm_v128_load(x + j + 4), wasm_v128_load(x + j + 12)));
+    s3 = wasm_i64x2_add(s3, wasm_i64x2_add(wasm_v128_load(x + j + 6), wasm_v128_load(x + j + 14)));
   }
-  return (int64_t)s;
+  const v128_t t = wasm_i64x2_add(wasm_i64x2_add(s0, s1), wasm_i64x2_add(s2, s3));
+  uint64_t total = (uint64_t)wasm_i64x2_extract_lane(t, 0) + (uint64_t)wasm_i64x2_extract_lane(t, 1);
+  for (; j < m; j++) {
+    total += (uint64_t)x[j];
+  }
+  return (int64_t)total;
 }
+
+/* The product: eight lanes, as the sum. */
+static double prod_F(const double *x, int64_t m) {
+  v128_t p0 = wasm_f64x2_splat(1.0), p1 = p0, p2 = p0, p3 = p0;
+  int64_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    p0 = wasm_f64x2_mul(p0, wasm_f64x2_mul(wasm_v128_load(x + j), wasm_v128_load(x + j + 8)));
+    p1 = wasm_f64x2_mul(p1, wasm_f64x2_mul(wasm_v128_load(x + j + 2), wasm_v128_load(x + j + 10)));
+    p2 = wasm_f64x2_mul(p2, wasm_f64x2_mul(wasm_v128_load(x + j + 4), wasm_v128_load(x + j + 12)));
+    p3 = wasm_f64x2_mul(p3, wasm_f64x2_mul(wasm_v128_load(x + j + 6), wasm_v128_load(x + j + 14)));
+  }
+  const v128_t t = wasm_f64x2_mul(wasm_f64x2_mul(p0, p1), wasm_f64x2_mul(p2, p3));
+  double total = wasm_f64x2_extract_lane(t, 0) * wasm_f64x2_extract_lane(t, 1);
+  for (; j < m; j++) {
+    total *= x[j];
+  }
+  return total;
+}
+
+/* Integer products wrap, so any order gives the same result: four chains. */
+static int64_t prod_I(const int64_t *x, int64_t m) {
+  uint64_t p0 = 1, p1 = 1, p2 = 1, p3 = 1;
+  int64_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    p0 *= (uint64_t)x[j], p1 *= (uint64_t)x[j + 1], p2 *= (uint64_t)x[j + 2], p3 *= (uint64_t)x[j + 3];
+  }
+  for (; j < m; j++) {
+    p0 *= (uint64_t)x[j];
+  }
+  return (int64_t)(p0 * p1 * (p2 * p3));
+}
+
+/* The extremes of x[0..m), m >= 16, into *lo and *hi (either may be
+ * skipped), NaN propagating: per-lane pmin/pmax (which keep the earlier of
+ * two equal values) and a record of any NaN seen. */
+static void extremes_F(const double *x, int64_t m, int want_lo, int want_hi, double *lo, double *hi) {
+  v128_t l0 = wasm_v128_load(x), l1 = wasm_v128_load(x + 2), l2 = wasm_v128_load(x + 4), l3 = wasm_v128_load(x + 6);
+  v128_t h0 = l0, h1 = l1, h2 = l2, h3 = l3;
+  v128_t nan = wasm_v128_or(wasm_v128_or(wasm_f64x2_ne(l0, l0), wasm_f64x2_ne(l1, l1)),
+                            wasm_v128_or(wasm_f64x2_ne(l2, l2), wasm_f64x2_ne(l3, l3)));
+  int64_t j = 8;
+  for (; j + 8 <= m; j += 8) {
+    const v128_t u0 = wasm_v128_load(x + j), u1 = wasm_v128_load(x + j + 2);
+    const v128_t u2 = wasm_v128_load(x + j + 4), u3 = wasm_v128_load(x + j + 6);
+    if (want_lo) {
+      l0 = wasm_f64x2_pmin(l0, u0), l1 = wasm_f64x2_pmin(l1, u1);
+      l2 = wasm_f64x2_pmin(l2, u2), l3 = wasm_f64x2_pmin(l3, u3);
+    }
+    if (want_hi) {
+      h0 = wasm_f64x2_pmax(h0, u0), h1 = wasm_f64x2_pmax(h1, u1);
+      h2 = wasm_f64x2_pmax(h2, u2), h3 = wasm_f64x2_pmax(h3, u3);
+    }
+    nan = wasm_v128_or(nan, wasm_v128_or(wasm_v128_or(wasm_f64x2_ne(u0, u0), wasm_f64x2_ne(u1, u1)),
+                                         wasm_v128_or(wasm_f64x2_ne(u2, u2), wasm_f64x2_ne(u3, u3))));
+  }
+  l0 = wasm_f64x2_pmin(wasm_f64x2_pmin(l0, l1), wasm_f64x2_pmin(l2, l3));
+  h0 = wasm_f64x2_pmax(wasm_f64x2_pmax(h0, h1), wasm_f64x2_pmax(h2, h3));
+  double l = wasm_f64x2_extract_lane(l0, 0), h = wasm_f64x2_extract_lane(h0, 0);
+  const double l_1 = wasm_f64x2_extract_lane(l0, 1), h_1 = wasm_f64x2_extract_lane(h0, 1);
+  l = l_1 < l ? l_1 : l;
+  h = h_1 > h ? h_1 : h;
+  int tail_nan = 0;
+  for (; j < m; j++) {
+    l = x[j] < l ? x[j] : l;
+    h = x[j] > h ? x[j] : h;
+    tail_nan |= x[j] != x[j];
+  }
+  const int any_nan = wasm_v128_any_true(nan) || tail_nan;
+  *lo = any_nan ? __builtin_nan("") : l;
+  *hi = any_nan ? __builtin_nan("") : h;
+}
+
+/* The extremes of int64 values, m >= 16: per-lane compares and selects. */
+static void extremes_I(const int64_t *x, int64_t m, int64_t *lo, int64_t *hi) {
+  v128_t l0 = wasm_v128_load(x), l1 = wasm_v128_load(x + 2), h0 = l0, h1 = l1;
+  int64_t j = 4;
+  for (; j + 4 <= m; j += 4) {
+    const v128_t u0 = wasm_v128_load(x + j), u1 = wasm_v128_load(x + j + 2);
+    l0 = wasm_v128_bitselect(u0, l0, wasm_i64x2_lt(u0, l0));
+    l1 = wasm_v128_bitselect(u1, l1, wasm_i64x2_lt(u1, l1));
+    h0 = wasm_v128_bitselect(u0, h0, wasm_i64x2_gt(u0, h0));
+    h1 = wasm_v128_bitselect(u1, h1, wasm_i64x2_gt(u1, h1));
+  }
+  l0 = wasm_v128_bitselect(l1, l0, wasm_i64x2_lt(l1, l0));
+  h0 = wasm_v128_bitselect(h1, h0, wasm_i64x2_gt(h1, h0));
+  int64_t l = wasm_i64x2_extract_lane(l0, 0), h = wasm_i64x2_extract_lane(h0, 0);
+  const int64_t l_1 = wasm_i64x2_extract_lane(l0, 1), h_1 = wasm_i64x2_extract_lane(h0, 1);
+  l = l_1 < l ? l_1 : l;
+  h = h_1 > h ? h_1 : h;
+  for (; j < m; j++) {
+    l = x[j] < l ? x[j] : l;
+    h = x[j] > h ? x[j] : h;
+  }
+  *lo = l;
+  *hi = h;
+}
+
+/* A chunk's max, min or both (m >= 16) merged into `a`: a NaN in `a` stays,
+ * a NaN in the chunk wins, as the element-by-element fold does. */
+#define OR_DEFINE_FOLD_EXTREMES(S, T, ACC, ISNAN, CALL)                               \
+  static int fold_extremes_##S(uint32_t op, ACC *a, const T *x, int64_t m) {          \
+    if (m < 16 || (op != OR_REDUCE_MAX && op != OR_REDUCE_MIN && op != OR_REDUCE_MINMAX)) { \
+      return 0;                                                                       \
+    }                                                                                 \
+    T lo, hi;                                                                         \
+    CALL;                                                                             \
+    if (op != OR_REDUCE_MAX) {                                                        \
+      a->v = ISNAN(a->v) ? a->v : (lo < a->v || ISNAN(lo)) ? lo : a->v;               \
+    }                                                                                 \
+    if (op != OR_REDUCE_MIN) {                                                        \
+      T *h = op == OR_REDUCE_MAX ? &a->v : &a->w;                                     \
+      *h = ISNAN(*h) ? *h : (hi > *h || ISNAN(hi)) ? hi : *h;                         \
+    }                                                                                 \
+    return 1;                                                                         \
+  }
+OR_DEFINE_FOLD_EXTREMES(F, double, acc_f, ISNAN_F,
+                        extremes_F(x, m, op != OR_REDUCE_MAX, op != OR_REDUCE_MIN, &lo, &hi))
+OR_DEFINE_FOLD_EXTREMES(I, int64_t, acc_i, ISNAN_I, extremes_I(x, m, &lo, &hi))
 
 /* The identity each op starts from. */
 #define OR_DEFINE_INIT(S, ACC, T, LOWEST, HIGHEST)                                     \
@@ -140,60 +278,65 @@ static double log_add_exp_F(double x, double y) {
     case OR_REDUCE_MEAN:                                                              \
       a->v = ADD(a->v, sum_##S(x, m));                                                \
       return 1;                                                                       \
-    case OR_REDUCE_NANSUM:                                                            \
+    case OR_REDUCE_NANSUM: {                                                          \
+      T v = a->v;                                                                     \
       for (int64_t j = 0; j < m; j++) {                                               \
-        a->v = ISNAN(x[j]) ? a->v : ADD(a->v, x[j]);                                  \
+        v = ISNAN(x[j]) ? v : ADD(v, x[j]);                                           \
       }                                                                               \
+      a->v = v;                                                                       \
       return 1;                                                                       \
+    }                                                                                 \
     case OR_REDUCE_PROD:                                                              \
-      for (int64_t j = 0; j < m; j++) {                                               \
-        a->v = MUL(a->v, x[j]);                                                       \
-      }                                                                               \
+      a->v = MUL(a->v, prod_##S(x, m));                                               \
       return 1;                                                                       \
     case OR_REDUCE_MAX:                                                               \
+    case OR_REDUCE_MIN: {                                                             \
+      const int max = op == OR_REDUCE_MAX;                                            \
+      T v = a->v;                                                                     \
       for (int64_t j = 0; j < m; j++) {                                               \
-        a->v = (x[j] > a->v || ISNAN(x[j])) ? x[j] : a->v;                            \
+        v = ((max ? x[j] > v : x[j] < v) || ISNAN(x[j])) ? x[j] : v;                  \
       }                                                                               \
+      a->v = v;                                                                       \
       return 1;                                                                       \
-    case OR_REDUCE_MIN:                                                               \
-      for (int64_t j = 0; j < m; j++) {                                               \
-        a->v = (x[j] < a->v || ISNAN(x[j])) ? x[j] : a->v;                            \
-      }                                                                               \
-      return 1;                                                                       \
+    }                                                                                 \
     case OR_REDUCE_ARGMAX:                                                            \
     case OR_REDUCE_MAX_INDEX:                                                         \
-      for (int64_t j = 0; j < m; j++) {                                               \
-        if (!ISNAN(a->v) && (x[j] > a->v || ISNAN(x[j]))) {                           \
-          a->v = x[j];                                                                \
-          a->i = pos + j;                                                             \
-        }                                                                             \
-      }                                                                               \
-      return 1;                                                                       \
     case OR_REDUCE_ARGMIN:                                                            \
-    case OR_REDUCE_MIN_INDEX:                                                         \
+    case OR_REDUCE_MIN_INDEX: {                                                       \
+      const int max = op == OR_REDUCE_ARGMAX || op == OR_REDUCE_MAX_INDEX;            \
+      T v = a->v;                                                                     \
+      int64_t i = a->i;                                                               \
       for (int64_t j = 0; j < m; j++) {                                               \
-        if (!ISNAN(a->v) && (x[j] < a->v || ISNAN(x[j]))) {                           \
-          a->v = x[j];                                                                \
-          a->i = pos + j;                                                             \
+        if (!ISNAN(v) && ((max ? x[j] > v : x[j] < v) || ISNAN(x[j]))) {              \
+          v = x[j];                                                                   \
+          i = pos + j;                                                                \
         }                                                                             \
       }                                                                               \
+      a->v = v;                                                                       \
+      a->i = i;                                                                       \
       return 1;                                                                       \
-    case OR_REDUCE_MINMAX:                                                            \
+    }                                                                                 \
+    case OR_REDUCE_MINMAX: {                                                          \
+      T lo = a->v, hi = a->w;                                                         \
       for (int64_t j = 0; j < m; j++) {                                               \
-        a->v = (x[j] < a->v || ISNAN(x[j])) ? x[j] : a->v;                            \
-        a->w = (x[j] > a->w || ISNAN(x[j])) ? x[j] : a->w;                            \
+        lo = (x[j] < lo || ISNAN(x[j])) ? x[j] : lo;                                  \
+        hi = (x[j] > hi || ISNAN(x[j])) ? x[j] : hi;                                  \
       }                                                                               \
+      a->v = lo;                                                                      \
+      a->w = hi;                                                                      \
       return 1;                                                                       \
+    }                                                                                 \
     case OR_REDUCE_ALL:                                                               \
+    case OR_REDUCE_ANY: {                                                             \
+      /* A flag: all stays 1 until a zero, any 0 until a nonzero. */                  \
+      const int all = op == OR_REDUCE_ALL;                                            \
+      T v = a->v;                                                                     \
       for (int64_t j = 0; j < m; j++) {                                               \
-        a->v = x[j] == 0 ? 0 : a->v;                                                  \
+        v = all ? (x[j] == 0 ? 0 : v) : (x[j] != 0 ? 1 : v);                          \
       }                                                                               \
+      a->v = v;                                                                       \
       return 1;                                                                       \
-    case OR_REDUCE_ANY:                                                               \
-      for (int64_t j = 0; j < m; j++) {                                               \
-        a->v = x[j] != 0 ? 1 : a->v;                                                  \
-      }                                                                               \
-      return 1;                                                                       \
+    }                                                                                 \
     default:                                                                          \
       return 0;                                                                       \
     }                                                                                 \
@@ -258,7 +401,7 @@ static void var_merge(acc_f *a, double mc, double m2, int64_t m) {
 
 /* The float-only folds: the p-norm's sum (or extreme) and var's moments. */
 static void fold_F(uint32_t op, acc_f *a, const double *x, int64_t m, int64_t pos, const or_reduce *p) {
-  if (fold_common_F(op, a, x, m, pos)) {
+  if (fold_extremes_F(op, a, x, m) || fold_common_F(op, a, x, m, pos)) {
     return;
   }
   if (op == OR_REDUCE_NORM) {
@@ -309,7 +452,7 @@ static void fold_F(uint32_t op, acc_f *a, const double *x, int64_t m, int64_t po
 
 static void fold_I(uint32_t op, acc_i *a, const int64_t *x, int64_t m, int64_t pos, const or_reduce *p) {
   (void)p;
-  if (!fold_common_I(op, a, x, m, pos)) {
+  if (!fold_extremes_I(op, a, x, m) && !fold_common_I(op, a, x, m, pos)) {
     TRAP(); /* a float-only op: the shim refuses these for integers */
   }
 }
@@ -471,6 +614,37 @@ NOINLINE static double sum_f32_contig(const float *x, int64_t n) {
 OR_DEFINE_EXTREME_F32(max_f32_contig, wasm_f32x4_pmax, GREATER)
 OR_DEFINE_EXTREME_F32(min_f32_contig, wasm_f32x4_pmin, LESS)
 
+/* The product of x[0..n) in double: sixteen lanes (eight vectors of two)
+ * each multiplying every sixteenth element, widened exactly, then the lanes
+ * in a fixed order and the tail in turn. One chain of products would wait
+ * on each multiply; the accumulators also go through the stack at each loop
+ * header (the epoch check), so a pass takes 32 elements. */
+NOINLINE static double prod_f32_contig(const float *x, int64_t n) {
+  v128_t p[8];
+  for (int q = 0; q < 8; q++) {
+    p[q] = wasm_f64x2_splat(1.0);
+  }
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    for (int q = 0; q < 4; q++) {
+      const v128_t u = wasm_v128_load(x + j + 4 * q), v = wasm_v128_load(x + j + 16 + 4 * q);
+      p[2 * q] = wasm_f64x2_mul(p[2 * q], wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(u),
+                                                         wasm_f64x2_promote_low_f32x4(v)));
+      p[2 * q + 1] = wasm_f64x2_mul(p[2 * q + 1],
+                                    wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)),
+                                                   wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1))));
+    }
+  }
+  for (int q = 1; q < 8; q++) {
+    p[0] = wasm_f64x2_mul(p[0], p[q]);
+  }
+  double total = wasm_f64x2_extract_lane(p[0], 0) * wasm_f64x2_extract_lane(p[0], 1);
+  for (; j < n; j++) {
+    total *= (double)x[j];
+  }
+  return total;
+}
+
 /* The position of the first element of x[0..n) equal to `target` (the
  * first NaN when `target` is a NaN), which x holds: sixteen at a time. */
 NOINLINE static int64_t find_f32_contig(const float *x, int64_t n, float target) {
@@ -596,6 +770,18 @@ static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n
     a->v = ((op == OR_REDUCE_MAX ? y > a->v : y < a->v) || y != y || a->v != a->v) ? (a->v != a->v ? a->v : y) : a->v;
     return 1;
   }
+  case OR_REDUCE_MINMAX: {
+    if (n == 0) {
+      return 1;
+    }
+    const double lo = (double)min_f32_contig(x, n), hi = (double)max_f32_contig(x, n);
+    a->v = (lo < a->v || lo != lo || a->v != a->v) ? (a->v != a->v ? a->v : lo) : a->v;
+    a->w = (hi > a->w || hi != hi || a->w != a->w) ? (a->w != a->w ? a->w : hi) : a->w;
+    return 1;
+  }
+  case OR_REDUCE_PROD:
+    a->v *= prod_f32_contig(x, n);
+    return 1;
   case OR_REDUCE_ARGMAX:
   case OR_REDUCE_MAX_INDEX:
   case OR_REDUCE_ARGMIN:
@@ -655,7 +841,7 @@ static int is_indexed_scan(uint32_t op) {
 
 /* The accumulator of the input slice at `in` over dimensions [0, nreduce),
  * dimension 0 innermost, chunk by chunk from each row's start. */
-#define OR_DEFINE_FOLD_SLICE(S, T, ACC, LOAD, FAST_ROW)                                           \
+#define OR_DEFINE_FOLD_SLICE(S, T, ACC, LOAD, FAST_ROW, NATIVE)                                           \
   static ACC fold_slice_##S(const or_reduce *p, const char *in) {                                 \
     T buf[OR_CHUNK];                                                                              \
     ACC a = init_##S(p);                                                                          \
@@ -666,12 +852,18 @@ static int is_indexed_scan(uint32_t op) {
     int64_t counter[OR_MAX_DIMS] = {0};                                                           \
     const char *row = in;                                                                         \
     const int fast = dt == OR_F32 && s0 == 4;                                                     \
+    /* Rows already of the accumulator's type fold in place, chunk by chunk. */                   \
+    const int native = dt == NATIVE && s0 == (int64_t)sizeof(T);                                  \
     for (;;) {                                                                                    \
       if (!(fast && FAST_ROW(p, &a, row, n0))) {                                                   \
         for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                              \
           const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                \
-          LOAD(buf, row + k * s0, s0, dt, m);                                                     \
-          fold_##S(p->op, &a, buf, m, k, p);                                                      \
+          const T *x = (const T *)(row + k * s0);                                                 \
+          if (!native) {                                                                          \
+            LOAD(buf, row + k * s0, s0, dt, m);                                                   \
+            x = buf;                                                                              \
+          }                                                                                       \
+          fold_##S(p->op, &a, x, m, k, p);                                                        \
         }                                                                                         \
       }                                                                                           \
       uint32_t d = 1;                                                                             \
@@ -722,8 +914,8 @@ static int is_indexed_scan(uint32_t op) {
   }
 
 #define NO_FAST_ROW(p, a, row, n) 0
-OR_DEFINE_FOLD_SLICE(F, double, acc_f, load_f64, fold_f32_row)
-OR_DEFINE_FOLD_SLICE(I, int64_t, acc_i, load_i64, NO_FAST_ROW)
+OR_DEFINE_FOLD_SLICE(F, double, acc_f, load_f64, fold_f32_row, OR_F64)
+OR_DEFINE_FOLD_SLICE(I, int64_t, acc_i, load_i64, NO_FAST_ROW, OR_I64)
 OR_DEFINE_REDUCE_ONE(F, double, acc_f, load_f64, store_row_F64)
 OR_DEFINE_REDUCE_ONE(I, int64_t, acc_i, load_i64, store_row_I64)
 

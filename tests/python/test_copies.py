@@ -227,3 +227,34 @@ def test_widening_bytes_and_narrowing_floats_like_cpu(device):
         expected = torch.where(in_range, x.double().trunc().clamp(-2**31, 2**31 - 1), torch.tensor(-2.0**31))
         assert torch.equal(x.to(device).to(torch.int32).cpu(), expected.to(torch.int32)), n
         assert torch.equal(flags.to(device).sum().cpu(), flags.sum())
+
+
+CONVERTED = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.bool, torch.int64, torch.uint8]
+
+
+@pytest.mark.parametrize("dst", CONVERTED, ids=str)
+@pytest.mark.parametrize("src", CONVERTED, ids=str)
+def test_converting_copies_like_cpu_bit_for_bit(device, src, dst):
+    """Every pair of the common dtypes, contiguous (the pairs with loops of their own: float32
+    to and from float64, float16, bfloat16 and bool, bytes to int64) and strided, over lengths
+    around the vector widths; NaN, infinities, -0 and subnormals among the floats."""
+    g = torch.Generator().manual_seed(1)
+    for n in (1, 7, 16, 33, 1037):
+        x = torch.randn(2 * n, generator=g) * 40
+        for k, value in enumerate((float("nan"), float("-inf"), float("inf"), -0.0, 0.0, 1e-40, -3e-39, 0.5, -0.99)):
+            x[k::11] = value
+        if src in (torch.bool, torch.uint8):
+            x = (x.nan_to_num(0).abs() % 256).to(torch.uint8) if src is torch.uint8 else x > 0
+        elif not dst.is_floating_point and dst is not torch.bool:
+            x = x.nan_to_num(0, 0, 0)  # a float out of an integer's range is undefined in C++
+        x = x.to(src)
+        for source in (x[:n], x[::2]):
+            actual, expected = source.to(device).to(dst).cpu(), source.to(dst)
+            assert actual.dtype == dst
+            if dst.is_floating_point:  # the same bits, NaN's sign aside
+                assert torch.equal(actual.isnan(), expected.isnan()), (n, src, dst)
+                bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dst.itemsize]
+                same = actual.isnan() | (actual.view(bits) == expected.view(bits))
+                assert bool(same.all()), (n, src, dst)
+            else:
+                assert torch.equal(actual, expected), (n, src, dst)

@@ -1026,3 +1026,47 @@ def test_the_policy_comes_from_the_environment():
     env["OPENREG_FALLBACK"] = "bogus"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert "OPENREG_FALLBACK" in out.stderr and "not one of allow, warn, error" in out.stderr, out.stderr
+
+
+def _bits_equal(actual, expected):
+    """The same values bit for bit (so -0 differs from 0), any NaN equal to any NaN."""
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[expected.dtype.itemsize]
+    same = (actual.isnan() & expected.isnan()) | (actual.view(bits) == expected.view(bits))
+    return bool(same.all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_fmod_remainder_and_floor_division_are_exact_in_every_lane(dtype):
+    """float32's fmod runs four lanes at a time in double arithmetic and hands the lanes it does
+    not cover (zero or infinite divisors, infinite or NaN dividends, quotients of 2^29 and more,
+    subnormal divisors) to the exact long division. Every lane of a long row, of a scalar
+    divisor and of a strided view must equal the exact remainder (float64's fmod of the same
+    values, which is exact, rounded back); % and // must equal CPU's wherever CPU's own kernel
+    is exact (quotients below 2^20, no subnormal divisor). 16-bit inputs compute in float32,
+    so their oracle is CPU's float32 result rounded (CPU's float16 // rounds differently)."""
+    g = torch.Generator().manual_seed(3)
+    n = 4099
+    x = (torch.randn(n, generator=g, dtype=torch.float64) * 30).to(dtype)
+    y = (torch.randn(n, generator=g, dtype=torch.float64) * 2).to(dtype)
+    specials = [0.0, -0.0, 1.0, -2.5, float("inf"), float("-inf"), float("nan"), 6e4, -6e4, 1e-7]
+    for k, value in enumerate(specials):
+        x[k::97] = value
+        y[(k + 5)::89] = value
+    # exact multiples: a zero remainder takes the dividend's sign
+    x[:4] = torch.tensor([-6.0, 6.0, -7.5, 7.5], dtype=dtype)
+    y[:4] = torch.tensor([2.0, -3.0, 2.5, -2.5], dtype=dtype)
+    if dtype == torch.float32:
+        x[3::101], y[3::101] = 3.0e38, 0.7  # a quotient far beyond 2^29
+        y[7::103] = 1e-44  # a subnormal divisor
+    xo, yo = x.to("openreg"), y.to("openreg")
+    exact = torch.fmod(x.double(), y.double()).to(dtype)
+    assert _bits_equal(torch.fmod(xo, yo).cpu(), exact)
+    assert _bits_equal(torch.fmod(xo[::3], yo[::3]).cpu(), exact[::3])
+    divisor = float(torch.tensor(0.7, dtype=dtype))  # 0.7 as the dtype holds it
+    assert _bits_equal(torch.fmod(xo, 0.7).cpu(), torch.fmod(x.double(), divisor).to(dtype))
+    ordinary = (x.double() / y.double()).abs() < 2**20
+    ordinary &= (y.double().abs() > 1e-30) | (y == 0)
+    for op in (torch.remainder, lambda a, b: a // b, lambda a, b: torch.div(a, b, rounding_mode="floor")):
+        actual, expected = op(xo, yo).cpu(), op(x.float(), y.float()).to(dtype)
+        assert _bits_equal(actual[ordinary], expected[ordinary])
+        assert _bits_equal(op(xo, 1.5).cpu(), op(x.float(), 1.5).to(dtype))

@@ -602,3 +602,40 @@ def test_equal_trace_and_norm_with_dims_match_cpu():
         _check(lambda t: torch.norm(t, p, dim=(0, 1), dtype=torch.float64), x)
     _check(lambda t: torch.dist(t, t.flip(0), 3), x)
     _check(lambda t: torch.nn.functional.pairwise_distance(t, t.flip(1)), x)
+
+
+LONG_ROWS = [torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", LONG_ROWS, ids=str)
+def test_long_rows_fold_in_simd_like_cpu(dtype):
+    """Rows long enough for the folds' SIMD loops (16 values a pass, chunks of 256, float32
+    products 32 at a time) and with tails: extremes exactly as CPU's, NaN propagating from
+    any position (a chunk's first element, its last, the tail); sums and products within
+    tolerance (products against float64's, which the device's match more closely than CPU's
+    float32 ones), integer ones exactly (they wrap)."""
+    for n in (16, 31, 257, 1000, 4133):
+        x = _values((6, n), dtype, seed=n)
+        if dtype.is_floating_point:
+            x[1, 0] = float("nan")
+            x[2, n - 1] = float("nan")
+            x[3, (n // 256) * 256 - 1 if n > 256 else n // 2] = float("nan")
+            x[4, n // 3] = float("-inf")
+            x[5] = x[5].abs() * 0 + 1.001
+        for fn in (lambda t: t.amax(1), lambda t: t.amin(1), lambda t: t.max(1), lambda t: t.argmin(1)):
+            _check(fn, x, exact=True)
+        if dtype != torch.bool:
+            _check(lambda t: torch.aminmax(t, dim=1), x, exact=True)
+            _check(lambda t: torch.aminmax(t[:, 1:]), x, exact=True)
+        _check(lambda t: t.all(1), x)
+        _check(lambda t: t.any(1), x)
+        if dtype in (torch.int64, torch.int32):  # wrapping products and sums (in int64)
+            _check(lambda t: (t % 4 + 1).prod(1), x)
+            _check(lambda t: (t * 2**58).sum(1), x)
+        elif dtype.is_floating_point:
+            half = {"rtol": 2e-3, "atol": 1e-2} if dtype == torch.float16 else {}
+            # the device multiplies in float64, CPU in float32: float64's product is the oracle
+            expected = x[4:].double().prod(1).to(dtype)
+            torch.testing.assert_close(x.to("openreg")[4:].prod(1).cpu(), expected, equal_nan=True, **half)
+            _check(lambda t: t[5:].double().prod(1), x)
+            _check(lambda t: t.sum(1), x, **half)
