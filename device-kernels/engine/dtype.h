@@ -443,6 +443,41 @@ ALWAYS_INLINE void f32_to_i32(int32_t *q, const float *src, int64_t m) {
  * typed loop as the fast paths'. */
 #define OR_CHUNK 256
 
+/* float32 to bool: 1 where x != 0 (NaN included), 16 at a time. */
+ALWAYS_INLINE void f32_to_bool(uint8_t *dst, const float *src, int64_t n) {
+  const v128_t zero = wasm_f32x4_splat(0.0f);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const v128_t a = wasm_f32x4_ne(wasm_v128_load(src + j), zero);
+    const v128_t b = wasm_f32x4_ne(wasm_v128_load(src + j + 4), zero);
+    const v128_t c = wasm_f32x4_ne(wasm_v128_load(src + j + 8), zero);
+    const v128_t d = wasm_f32x4_ne(wasm_v128_load(src + j + 12), zero);
+    /* the masks (0 or -1) narrow with saturation to bytes of 0 or -1 */
+    const v128_t bytes = wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(a, b), wasm_i16x8_narrow_i32x4(c, d));
+    wasm_v128_store(dst + j, wasm_v128_and(bytes, wasm_i8x16_splat(1)));
+  }
+  for (; j < n; j++) dst[j] = src[j] != 0.0f;
+}
+
+/* int64 to bool: 1 where x != 0, 16 at a time (each lane's mask narrowed
+ * from 64 bits to 8 through its low half). */
+ALWAYS_INLINE void i64_to_bool(uint8_t *dst, const int64_t *src, int64_t n) {
+  const v128_t zero = wasm_i64x2_splat(0);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    v128_t w[4];
+    for (int q = 0; q < 4; q++) {
+      const v128_t lo = wasm_v128_not(wasm_i64x2_eq(wasm_v128_load(src + j + 4 * q), zero));
+      const v128_t hi = wasm_v128_not(wasm_i64x2_eq(wasm_v128_load(src + j + 4 * q + 2), zero));
+      w[q] = wasm_i32x4_shuffle(lo, hi, 0, 2, 4, 6);
+    }
+    const v128_t bytes =
+        wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(w[0], w[1]), wasm_i16x8_narrow_i32x4(w[2], w[3]));
+    wasm_v128_store(dst + j, wasm_v128_and(bytes, wasm_i8x16_splat(1)));
+  }
+  for (; j < n; j++) dst[j] = src[j] != 0;
+}
+
 /* Cases of the row loops' inner switch: the dtype a constant, so that the
  * load or store's own switch folds away and clang can vectorize. */
 #define OR_ROW_LOAD_AS(C, D)                                                                         \
@@ -530,6 +565,14 @@ ALWAYS_INLINE void f32_to_i32(int32_t *q, const float *src, int64_t m) {
       for (int64_t j = 0; j < m; j++) *(T *)(p + j * stride) = src[j];                               \
       return;                                                                                        \
     case OR_BOOL:                                                                                    \
+      if (stride == 1 && NATIVE_##C != OR_F64) { /* contiguous, in SIMD */                          \
+        if (NATIVE_##C == OR_I64) {                                                                  \
+          i64_to_bool((uint8_t *)p, (const int64_t *)src, m);                                        \
+        } else {                                                                                     \
+          f32_to_bool((uint8_t *)p, (const float *)src, m);                                          \
+        }                                                                                            \
+        return;                                                                                      \
+      }                                                                                              \
       for (int64_t j = 0; j < m; j++) *(uint8_t *)(p + j * stride) = src[j] != 0;                    \
       return;                                                                                        \
     case OR_I32:                                                                                     \

@@ -1501,22 +1501,6 @@ ALWAYS_INLINE void f64_to_f32(float *dst, const double *src, int64_t n) {
   for (; j < n; j++) dst[j] = (float)src[j];
 }
 
-/* float32 to bool: 1 where x != 0 (NaN included), 16 at a time. */
-ALWAYS_INLINE void f32_to_bool(uint8_t *dst, const float *src, int64_t n) {
-  const v128_t zero = wasm_f32x4_splat(0.0f);
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    const v128_t a = wasm_f32x4_ne(wasm_v128_load(src + j), zero);
-    const v128_t b = wasm_f32x4_ne(wasm_v128_load(src + j + 4), zero);
-    const v128_t c = wasm_f32x4_ne(wasm_v128_load(src + j + 8), zero);
-    const v128_t d = wasm_f32x4_ne(wasm_v128_load(src + j + 12), zero);
-    /* the masks (0 or -1) narrow with saturation to bytes of 0 or -1 */
-    const v128_t bytes = wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(a, b), wasm_i16x8_narrow_i32x4(c, d));
-    wasm_v128_store(dst + j, wasm_v128_and(bytes, wasm_i8x16_splat(1)));
-  }
-  for (; j < n; j++) dst[j] = src[j] != 0.0f;
-}
-
 /* float32 to int64, truncating: four at a time through int32 while every
  * lane is within int32's range (not a NaN), else those four one by one as
  * the scalar conversion does. */
@@ -1604,6 +1588,74 @@ static int convert_contig(char *out, uint32_t to, const char *in, uint32_t from,
 OR_DEFINE_CONVERT(F32, float)
 OR_DEFINE_CONVERT(F64, double)
 OR_DEFINE_CONVERT(I64, int64_t)
+
+/* ---- logic on bool tensors, a byte per element ----
+ * (Through the int64 compute type each byte became eight and back.) Each
+ * input byte counts as true when nonzero, as the int64 loads read it; a
+ * contiguous row takes 16 at a time. */
+#define OR_DEFINE_BOOL_ROW(NAME, ARITY, VEXPR, EXPR)                                                      \
+  static void bool_##NAME(char *const *ptr, const int64_t *st, int64_t n, const or_scalar *args,          \
+                          const uint32_t *dt) {                                                          \
+    (void)args, (void)dt;                                                                                \
+    uint8_t *out = (uint8_t *)ptr[0];                                                                    \
+    const uint8_t *pa = (const uint8_t *)ptr[1], *pb = (const uint8_t *)ptr[ARITY];                      \
+    const int64_t so = st[0], sa = st[1], sb = st[ARITY];                                                \
+    int64_t j = 0;                                                                                       \
+    if (so == 1 && sa == 1 && (sb == 1 || sb == 0)) { /* b may be a scalar */                           \
+      const v128_t zero = wasm_i8x16_splat(0), one = wasm_i8x16_splat(1);                                \
+      const v128_t b_scalar = wasm_i8x16_ne(wasm_i8x16_splat((int8_t)pb[0]), zero);                      \
+      for (; j + 16 <= n; j += 16) {                                                                     \
+        const v128_t a = wasm_i8x16_ne(wasm_v128_load(pa + j), zero);                                    \
+        const v128_t b = sb ? wasm_i8x16_ne(wasm_v128_load(pb + j), zero) : b_scalar;                    \
+        (void)b;                                                                                         \
+        wasm_v128_store(out + j, wasm_v128_and(VEXPR, one));                                             \
+      }                                                                                                  \
+    }                                                                                                    \
+    for (; j < n; j++) {                                                                                 \
+      const int a = pa[j * sa] != 0, b = pb[j * sb] != 0;                                                \
+      (void)b;                                                                                           \
+      out[j * so] = (uint8_t)(EXPR);                                                                     \
+    }                                                                                                    \
+  }
+OR_DEFINE_BOOL_ROW(LOGICAL_NOT, 1, wasm_v128_not(a), !a)
+OR_DEFINE_BOOL_ROW(LOGICAL_AND, 2, wasm_v128_and(a, b), a & b)
+OR_DEFINE_BOOL_ROW(LOGICAL_OR, 2, wasm_v128_or(a, b), a | b)
+OR_DEFINE_BOOL_ROW(LOGICAL_XOR, 2, wasm_v128_xor(a, b), a ^ b)
+OR_DEFINE_BOOL_ROW(EQ, 2, wasm_v128_not(wasm_v128_xor(a, b)), a == b)
+OR_DEFINE_BOOL_ROW(NE, 2, wasm_v128_xor(a, b), a != b)
+
+/* The bool row of `op` when every operand (output included) is a bool
+ * tensor, or the second an int64 scalar 0 or 1 (mask == 0, mask != True:
+ * its low byte then reads as the bool), else null. The bitwise ops of
+ * bools are the logical ones. */
+static or_row bool_row(const or_elementwise *p, const uint32_t *dt) {
+  for (uint32_t k = 0; k < p->ntensors; k++) {
+    const int scalar = (p->scalar_mask >> k) & 1;
+    if (scalar ? !(k == 2 && p->compute == OR_COMPUTE_I64 && (uint64_t)p->scalars[k].i <= 1) : dt[k] != OR_BOOL) {
+      return 0;
+    }
+  }
+  switch (p->op) {
+  case OR_OP_LOGICAL_NOT:
+  case OR_OP_BITWISE_NOT:
+    return bool_LOGICAL_NOT;
+  case OR_OP_LOGICAL_AND:
+  case OR_OP_BITWISE_AND:
+    return bool_LOGICAL_AND;
+  case OR_OP_LOGICAL_OR:
+  case OR_OP_BITWISE_OR:
+    return bool_LOGICAL_OR;
+  case OR_OP_LOGICAL_XOR:
+  case OR_OP_BITWISE_XOR:
+    return bool_LOGICAL_XOR;
+  case OR_OP_EQ:
+    return bool_EQ;
+  case OR_OP_NE:
+    return bool_NE;
+  default:
+    return 0;
+  }
+}
 
 /* Traps on a block whose op, compute type or counts are out of range. */
 static void check_block(const or_elementwise *p) {
@@ -1748,6 +1800,10 @@ static void run(const or_elementwise *p) {
     typed = typed && dt[k] == want[k];
     contiguous = contiguous && st[k][0] == size && !((p->scalar_mask >> k) & 1);
     spreadable = spreadable && (st[k][0] == size || (k > 0 && st[k][0] == 0));
+  }
+  const or_row logic = bool_row(p, dt);
+  if (logic) {
+    generic = logic;
   }
   if (p->op == OR_OP_COPY && !typed) {
     generic = p->compute == OR_COMPUTE_F32 ? convert_F32 : p->compute == OR_COMPUTE_F64 ? convert_F64 : convert_I64;

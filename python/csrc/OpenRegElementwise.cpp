@@ -161,8 +161,9 @@ void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bou
 // As ATen's pow_Tensor_Scalar_out and its CPU kernel: exponent 0 is a fill and
 // 1 a copy; for a floating result 2, 3, -2 and -1 are products and quotients
 // (x * x, x * x * x, 1 / (x * x), 1 / x), which give CPU's values bit for bit
-// at a fraction of pow's cost (x.square() is pow(x, 2)). (Not 0.5: CPU's
-// pow(-inf, 0.5) is inf, sqrt's NaN.)
+// at a fraction of pow's cost (x.square() is pow(x, 2)). 0.5 is a sqrt for
+// float32, float64 and bfloat16, as on CPU (-0 stays -0 and -inf gives NaN,
+// where pow would give 0 and inf); float16's stays a pow, as CPU's does.
 void pow_scalar_impl(TensorIteratorBase& iter, const Tensor& base, const Scalar& exponent) {
   const Tensor& out = iter.output(0);
   if (!exponent.isComplex()) {
@@ -191,6 +192,11 @@ void pow_scalar_impl(TensorIteratorBase& iter, const Tensor& base, const Scalar&
       }
       if (e == -1.0) {
         at::reciprocal_out(const_cast<Tensor&>(out), base);
+        return;
+      }
+      if (e == 0.5 && (out.scalar_type() == at::kFloat || out.scalar_type() == at::kDouble ||
+                       out.scalar_type() == at::kBFloat16)) {
+        at::sqrt_out(const_cast<Tensor&>(out), base);
         return;
       }
       // -0.5 as CPU for float32 and float64: rsqrt, exactly (0.5 stays a pow

@@ -467,6 +467,24 @@ def test_pow_with_a_scalar_exponent_is_bit_identical_to_cpu_in_every_form(expone
                            torch.pow(ints, exponent if exponent >= 0 else 2))
 
 
+def test_pow_one_half_is_sqrt_as_on_cpu():
+    """x ** 0.5 is sqrt for float32, float64 and bfloat16, as CPU computes it (-0 gives -0 and
+    -inf NaN, where C's pow gives 0 and inf); float16's stays a pow, as CPU's does."""
+    special = torch.tensor([-2.0, 0.0, -0.0, 2.0, 4.0, float("inf"), float("-inf"), float("nan"), 1e-30, 1e30])
+    values = torch.cat([special, torch.randn(300, generator=torch.Generator().manual_seed(5)).abs() * 5])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        x = values.to(dtype)
+        d = x.to("openreg")
+        results = [torch.pow(d, 0.5), d**0.5, torch.pow(d, 0.5, out=torch.empty_like(d)), d.clone().pow_(0.5)]
+        for r in results:
+            r = r.cpu()
+            if dtype != torch.float16:
+                assert _bits_equal(r, d.sqrt().cpu()), dtype
+            n = len(special)  # the special values' results are exact on both
+            assert _bits_equal(r[:n], (x**0.5)[:n]), dtype
+            torch.testing.assert_close(r, x**0.5, equal_nan=True)
+
+
 def test_float64_integer_powers_are_correctly_rounded():
     """Integer powers of float64 (Adam's bias corrections beta^step among them) are squared in
     double-double and rounded once: each is the exact power rounded to nearest, computed here with
@@ -1070,3 +1088,17 @@ def test_fmod_remainder_and_floor_division_are_exact_in_every_lane(dtype):
         actual, expected = op(xo, yo).cpu(), op(x.float(), y.float()).to(dtype)
         assert _bits_equal(actual[ordinary], expected[ordinary])
         assert _bits_equal(op(xo, 1.5).cpu(), op(x.float(), 1.5).to(dtype))
+
+
+def test_logic_on_bool_tensors_runs_on_bytes_like_cpu():
+    """and, or, xor, not (logical and bitwise), == and != of bool tensors run a byte per element,
+    16 at a time in a contiguous row, and with a scalar 0 or 1 (mask != 0, mask == True) too; other
+    scalars and strided rows take the general loops. Lengths around the vector width, in place."""
+    g = torch.Generator().manual_seed(9)
+    for n in (1, 15, 16, 17, 100, 4099):
+        a, b = torch.rand(n, generator=g) > 0.5, torch.rand(n, generator=g) > 0.3
+        for fn in (lambda x, y: x & y, lambda x, y: x | y, lambda x, y: x ^ y, torch.logical_and, torch.logical_or,
+                   torch.logical_xor, torch.eq, torch.ne, lambda x, y: ~x, torch.logical_not,
+                   lambda x, y: x != 0, lambda x, y: x == 1, lambda x, y: x == True, lambda x, y: x != 2,  # noqa: E712
+                   lambda x, y: x[::2] & y[1::2], lambda x, y: x.clone().logical_and_(y), lambda x, y: x.clone().__ixor__(y)):
+            _check(fn, a, b, exact=True)

@@ -192,6 +192,19 @@ def test_nonzero_matches_cpu_for_signed_zeros_nans_and_views(dtype):
     _check(lambda t: t.flatten()[t.flatten() != 0], x)  # a boolean mask
 
 
+@pytest.mark.parametrize("density", [0.0, 0.02, 0.5, 0.97, 1.0])
+def test_nonzero_of_long_rows_matches_cpu(density):
+    """Rows long enough for nonzero's blocks of 64 without a branch per element, with the last
+    rows (fewer than 64 left to write) one at a time, in 1 to 3 dimensions and strided."""
+    g = torch.Generator().manual_seed(int(density * 100))
+    for shape in [(4099,), (37, 300), (3, 5, 129), (2, 64)]:
+        x = torch.rand(shape, generator=g) < density
+        _check(lambda t: t.nonzero(), x)
+        _check(lambda t: (t.float() * 2).nonzero(as_tuple=True), x)
+        _check(lambda t: t.transpose(0, -1).nonzero(), x)
+        _check(lambda t: t.flatten()[::3].nonzero(), x)
+
+
 def test_ops_built_on_these_stay_on_the_device():
     x = _values((6, 4), torch.float32).to("openreg")
     torch.openreg.reset_op_counts()
