@@ -443,6 +443,19 @@ ALWAYS_INLINE void f32_to_i32(int32_t *q, const float *src, int64_t m) {
  * typed loop as the fast paths'. */
 #define OR_CHUNK 256
 
+/* float32 to float64, exactly. */
+ALWAYS_INLINE void f32_to_f64(double *dst, const float *src, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v128_t u = wasm_v128_load(src + j), v = wasm_v128_load(src + j + 4);
+    wasm_v128_store(dst + j, wasm_f64x2_promote_low_f32x4(u));
+    wasm_v128_store(dst + j + 2, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)));
+    wasm_v128_store(dst + j + 4, wasm_f64x2_promote_low_f32x4(v));
+    wasm_v128_store(dst + j + 6, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)));
+  }
+  for (; j < n; j++) dst[j] = (double)src[j];
+}
+
 /* float32 to bool: 1 where x != 0 (NaN included), 16 at a time. */
 ALWAYS_INLINE void f32_to_bool(uint8_t *dst, const float *src, int64_t n) {
   const v128_t zero = wasm_f32x4_splat(0.0f);
@@ -476,6 +489,17 @@ ALWAYS_INLINE void i64_to_bool(uint8_t *dst, const int64_t *src, int64_t n) {
     wasm_v128_store(dst + j, wasm_v128_and(bytes, wasm_i8x16_splat(1)));
   }
   for (; j < n; j++) dst[j] = src[j] != 0;
+}
+
+/* n contiguous halves (float16, or bfloat16 when `bf16`) to float64, 64 at
+ * a time through float32 (exact both ways). */
+ALWAYS_INLINE void halves_to_f64(double *dst, const uint16_t *q, int64_t n, int bf16) {
+  float wide[64];
+  for (int64_t j0 = 0; j0 < n; j0 += 64) {
+    const int64_t k = n - j0 < 64 ? n - j0 : 64;
+    halves_to_f32(wide, q + j0, k, bf16);
+    f32_to_f64(dst + j0, wide, k);
+  }
 }
 
 /* Cases of the row loops' inner switch: the dtype a constant, so that the
@@ -522,7 +546,11 @@ ALWAYS_INLINE void i64_to_bool(uint8_t *dst, const int64_t *src, int64_t n) {
         halves_to_f32((float *)dst, (const uint16_t *)p, m, 0);                                      \
         return;                                                                                      \
       }                                                                                              \
-      if (stride == 2) { /* contiguous: a loop clang vectorizes */                                   \
+      if (stride == 2) { /* contiguous */                                                            \
+        if (NATIVE_##C == OR_F64) { /* to float32 in SIMD, then widened */                           \
+          halves_to_f64((double *)dst, (const uint16_t *)p, m, 0);                                   \
+          return;                                                                                    \
+        }                                                                                            \
         const uint16_t *q = (const uint16_t *)p;                                                     \
         for (int64_t j = 0; j < m; j++) dst[j] = (T)f16_to_f32(q[j]);                                \
         return;                                                                                      \
@@ -535,6 +563,10 @@ ALWAYS_INLINE void i64_to_bool(uint8_t *dst, const int64_t *src, int64_t n) {
         return;                                                                                      \
       }                                                                                              \
       if (stride == 2) {                                                                             \
+        if (NATIVE_##C == OR_F64) { /* to float32 in SIMD, then widened */                           \
+          halves_to_f64((double *)dst, (const uint16_t *)p, m, 1);                                   \
+          return;                                                                                    \
+        }                                                                                            \
         const uint16_t *q = (const uint16_t *)p;                                                     \
         for (int64_t j = 0; j < m; j++) dst[j] = (T)bf16_to_f32(q[j]);                               \
         return;                                                                                      \

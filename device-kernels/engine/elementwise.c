@@ -1474,19 +1474,6 @@ static or_row fma_row_f32(uint32_t op) {
 
 /* ---- copies that convert (x.double(), x.half(), mask.long(), ...) ---- */
 
-/* float32 to float64, exactly. */
-ALWAYS_INLINE void f32_to_f64(double *dst, const float *src, int64_t n) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const v128_t u = wasm_v128_load(src + j), v = wasm_v128_load(src + j + 4);
-    wasm_v128_store(dst + j, wasm_f64x2_promote_low_f32x4(u));
-    wasm_v128_store(dst + j + 2, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(u, u, 2, 3, 0, 1)));
-    wasm_v128_store(dst + j + 4, wasm_f64x2_promote_low_f32x4(v));
-    wasm_v128_store(dst + j + 6, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)));
-  }
-  for (; j < n; j++) dst[j] = (double)src[j];
-}
-
 /* float64 to float32, each rounded to nearest as a C conversion rounds. */
 ALWAYS_INLINE void f64_to_f32(float *dst, const double *src, int64_t n) {
   int64_t j = 0;

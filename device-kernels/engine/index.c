@@ -195,6 +195,10 @@ OR_DEFINE_SCATTER_ROW(scatter_row_4, uint32_t, v, OR_SCATTER_COPY)
 OR_DEFINE_SCATTER_ROW(scatter_row_8, uint64_t, v, OR_SCATTER_COPY)
 OR_DEFINE_SCATTER_ROW(scatter_add_row_f32, float, (float)((double)*o + alpha * (double)v), OR_SCATTER_ADD_F32)
 OR_DEFINE_SCATTER_ROW(scatter_add_row_f64, double, *o + alpha * v, OR_SCATTER_ADD_F64)
+/* int64 (bincount's counts, index_add_ of integers): wrapping, as CPU's. */
+#define OR_SCATTER_ADD_WRAP(o, v) ((int64_t)((uint64_t)(o) + (uint64_t)p->args[0].i * (uint64_t)(v)))
+#define OR_SCATTER_ADD_I64 for (int64_t i = 0; i < n; i++) o[i] = OR_SCATTER_ADD_WRAP(o[i], s[i])
+OR_DEFINE_SCATTER_ROW(scatter_add_row_i64, int64_t, OR_SCATTER_ADD_WRAP(*o, v), OR_SCATTER_ADD_I64)
 
 typedef void (*or_index_row)(const or_index *p, char *const *ptr, int64_t n);
 
@@ -209,6 +213,9 @@ static or_index_row fast_row(const or_index *p, uint32_t same_size) {
   case OR_INDEX_SCATTER:
     return same_size == 4 ? scatter_row_4 : scatter_row_8;
   case OR_INDEX_SCATTER_ADD:
+    if (p->compute == OR_COMPUTE_I64) {
+      return p->dtypes[OR_INDEX_DIRECT] == OR_I64 ? scatter_add_row_i64 : 0;
+    }
     if (p->compute != OR_COMPUTE_F64) {
       return 0;
     }

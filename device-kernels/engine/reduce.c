@@ -756,7 +756,10 @@ NOINLINE static void var_f32_contig(acc_f *a, const float *x, int64_t n) {
 
 /* A whole contiguous float32 row folded at once, for the ops above; 0 if
  * the row or op is not one of them. */
-static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n) {
+static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n, uint32_t dtype, int64_t stride) {
+  if (dtype != OR_F32 || stride != 4) {
+    return 0;
+  }
   const float *x = (const float *)row;
   const uint32_t op = p->op;
   switch (op) {
@@ -817,6 +820,35 @@ static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n
   }
 }
 
+/* all and any of a contiguous row of bytes (bool or uint8), 64 at a time:
+ * whether any byte is zero (all) or nonzero (any). 0 for other rows and ops. */
+static int fold_bytes_row(const or_reduce *p, acc_i *a, const char *row, int64_t n, uint32_t dtype, int64_t stride) {
+  const uint32_t op = p->op;
+  if ((dtype != OR_BOOL && dtype != OR_U8) || stride != 1 || (op != OR_REDUCE_ALL && op != OR_REDUCE_ANY)) {
+    return 0;
+  }
+  const uint8_t *x = (const uint8_t *)row;
+  const int all = op == OR_REDUCE_ALL;
+  const v128_t zero = wasm_i8x16_splat(0);
+  int64_t j = 0;
+  int hit = 0; /* a zero byte (all), a nonzero one (any) */
+  for (; j + 64 <= n && !hit; j += 64) {
+    v128_t found = zero;
+    for (int q = 0; q < 4; q++) {
+      const v128_t v = wasm_v128_load(x + j + 16 * q);
+      found = wasm_v128_or(found, all ? wasm_i8x16_eq(v, zero) : v);
+    }
+    hit = wasm_v128_any_true(found);
+  }
+  for (; j < n && !hit; j++) {
+    hit = all ? x[j] == 0 : x[j] != 0;
+  }
+  if (hit) {
+    a->v = all ? 0 : 1;
+  }
+  return 1;
+}
+
 /* A chunk of the input as doubles: float32 rows (the common case) without
  * the per-element dtype switch. */
 static void load_f64(double *dst, const char *p, int64_t stride, uint32_t dtype, int64_t m) {
@@ -851,11 +883,10 @@ static int is_indexed_scan(uint32_t op) {
     const int64_t s0 = nr ? p->strides[OR_REDUCE_IN][0] : 0;                                      \
     int64_t counter[OR_MAX_DIMS] = {0};                                                           \
     const char *row = in;                                                                         \
-    const int fast = dt == OR_F32 && s0 == 4;                                                     \
     /* Rows already of the accumulator's type fold in place, chunk by chunk. */                   \
     const int native = dt == NATIVE && s0 == (int64_t)sizeof(T);                                  \
     for (;;) {                                                                                    \
-      if (!(fast && FAST_ROW(p, &a, row, n0))) {                                                   \
+      if (!FAST_ROW(p, &a, row, n0, dt, s0)) {                                                     \
         for (int64_t k = 0; k < n0; k += OR_CHUNK) {                                              \
           const int64_t m = n0 - k < OR_CHUNK ? n0 - k : OR_CHUNK;                                \
           const T *x = (const T *)(row + k * s0);                                                 \
@@ -913,9 +944,8 @@ static int is_indexed_scan(uint32_t op) {
     finish_##S(p, &a, out0, out1, count);                                                         \
   }
 
-#define NO_FAST_ROW(p, a, row, n) 0
 OR_DEFINE_FOLD_SLICE(F, double, acc_f, load_f64, fold_f32_row, OR_F64)
-OR_DEFINE_FOLD_SLICE(I, int64_t, acc_i, load_i64, NO_FAST_ROW, OR_I64)
+OR_DEFINE_FOLD_SLICE(I, int64_t, acc_i, load_i64, fold_bytes_row, OR_I64)
 OR_DEFINE_REDUCE_ONE(F, double, acc_f, load_f64, store_row_F64)
 OR_DEFINE_REDUCE_ONE(I, int64_t, acc_i, load_i64, store_row_I64)
 

@@ -205,6 +205,20 @@ def test_nonzero_of_long_rows_matches_cpu(density):
         _check(lambda t: t.flatten()[::3].nonzero(), x)
 
 
+def test_integer_index_add_and_bincount_wrap_like_cpu():
+    """int64 index_add_ (bincount's counts) adds row by row in int64, wrapping, with alpha, over
+    heavily repeated indices, contiguous rows and single elements alike."""
+    g = torch.Generator().manual_seed(12)
+    idx = torch.randint(0, 37, (5000,), generator=g)
+    values = torch.randint(-2**62, 2**62, (5000,), generator=g)
+    _check(lambda i, v: torch.zeros(37, dtype=torch.int64, device=i.device).index_add_(0, i, v), idx, values)
+    _check(lambda i, v: torch.ones(37, dtype=torch.int64, device=i.device).index_add_(0, i, v, alpha=-3), idx, values)
+    rows = torch.randint(-50, 50, (300, 70), generator=g)
+    _check(lambda i, r: torch.zeros(37, 70, dtype=torch.int64, device=i.device).index_add_(0, i[:300], r), idx, rows)
+    _check(lambda i: torch.bincount(i), idx)
+    _check(lambda i: torch.bincount(i, minlength=40), idx)
+
+
 def test_ops_built_on_these_stay_on_the_device():
     x = _values((6, 4), torch.float32).to("openreg")
     torch.openreg.reset_op_counts()

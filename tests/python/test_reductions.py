@@ -639,3 +639,17 @@ def test_long_rows_fold_in_simd_like_cpu(dtype):
             torch.testing.assert_close(x.to("openreg")[4:].prod(1).cpu(), expected, equal_nan=True, **half)
             _check(lambda t: t[5:].double().prod(1), x)
             _check(lambda t: t.sum(1), x, **half)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8], ids=str)
+def test_all_and_any_of_byte_rows_find_a_single_exception(dtype):
+    """all and any of contiguous byte rows scan 64 bytes at a time: a lone zero (all) or nonzero
+    (any) anywhere in a row (first byte, inside a block, in the tail) decides it."""
+    for n in (1, 63, 64, 65, 200, 1000):
+        for pos in sorted({0, n // 2, n - 1}):
+            ones, zeros = torch.ones(3, n, dtype=dtype) * (2 if dtype == torch.uint8 else 1), torch.zeros(3, n, dtype=dtype)
+            ones[1, pos], zeros[1, pos] = 0, 1
+            for x in (ones, zeros):
+                _check(lambda t: t.all(1), x)
+                _check(lambda t: t.any(1), x)
+                _check(lambda t: (t.all(), t.any()), x)
