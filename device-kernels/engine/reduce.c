@@ -59,59 +59,33 @@ typedef struct acc_i {
  * element. Each combines its lanes in a fixed order, so a result depends
  * only on the chunk. */
 
-/* The sum: eight lanes, each adding every eighth value. */
-static double sum_F(const double *x, int64_t m) {
-  v128_t s0 = wasm_f64x2_splat(0.0), s1 = s0, s2 = s0, s3 = s0;
-  int64_t j = 0;
-  for (; j + 16 <= m; j += 16) {
-    s0 = wasm_f64x2_add(s0, wasm_f64x2_add(wasm_v128_load(x + j), wasm_v128_load(x + j + 8)));
-    s1 = wasm_f64x2_add(s1, wasm_f64x2_add(wasm_v128_load(x + j + 2), wasm_v128_load(x + j + 10)));
-    s2 = wasm_f64x2_add(s2, wasm_f64x2_add(wasm_v128_load(x + j + 4), wasm_v128_load(x + j + 12)));
-    s3 = wasm_f64x2_add(s3, wasm_f64x2_add(wasm_v128_load(x + j + 6), wasm_v128_load(x + j + 14)));
+/* NAME(x, m): x[0..m) combined by OP in eight lanes (four vectors of two),
+ * lane l taking every eighth value from l, then the lanes and the tail in
+ * turn by the scalar COMBINE, in ACC. Sums and products of float64 (an
+ * order fixed by the chunk) and int64 sums (they wrap: any order gives the
+ * same result). */
+#define OR_DEFINE_LANE_FOLD(NAME, T, ACC, SPLAT, OP, EXTRACT, INIT, COMBINE)                    \
+  static T NAME(const T *x, int64_t m) {                                                      \
+    v128_t s0 = SPLAT(INIT), s1 = s0, s2 = s0, s3 = s0;                                       \
+    int64_t j = 0;                                                                            \
+    for (; j + 16 <= m; j += 16) {                                                            \
+      s0 = OP(s0, OP(wasm_v128_load(x + j), wasm_v128_load(x + j + 8)));                      \
+      s1 = OP(s1, OP(wasm_v128_load(x + j + 2), wasm_v128_load(x + j + 10)));                 \
+      s2 = OP(s2, OP(wasm_v128_load(x + j + 4), wasm_v128_load(x + j + 12)));                 \
+      s3 = OP(s3, OP(wasm_v128_load(x + j + 6), wasm_v128_load(x + j + 14)));                 \
+    }                                                                                         \
+    const v128_t t = OP(OP(s0, s1), OP(s2, s3));                                              \
+    ACC total = COMBINE((ACC)EXTRACT(t, 0), (ACC)EXTRACT(t, 1));                              \
+    for (; j < m; j++) {                                                                      \
+      total = COMBINE(total, (ACC)x[j]);                                                      \
+    }                                                                                         \
+    return (T)total;                                                                          \
   }
-  const v128_t t = wasm_f64x2_add(wasm_f64x2_add(s0, s1), wasm_f64x2_add(s2, s3));
-  double total = wasm_f64x2_extract_lane(t, 0) + wasm_f64x2_extract_lane(t, 1);
-  for (; j < m; j++) {
-    total += x[j];
-  }
-  return total;
-}
-
-/* Integer sums wrap, so any order gives the same result. */
-static int64_t sum_I(const int64_t *x, int64_t m) {
-  v128_t s0 = wasm_i64x2_splat(0), s1 = s0, s2 = s0, s3 = s0;
-  int64_t j = 0;
-  for (; j + 16 <= m; j += 16) {
-    s0 = wasm_i64x2_add(s0, wasm_i64x2_add(wasm_v128_load(x + j), wasm_v128_load(x + j + 8)));
-    s1 = wasm_i64x2_add(s1, wasm_i64x2_add(wasm_v128_load(x + j + 2), wasm_v128_load(x + j + 10)));
-    s2 = wasm_i64x2_add(s2, wasm_i64x2_add(wasm_v128_load(x + j + 4), wasm_v128_load(x + j + 12)));
-    s3 = wasm_i64x2_add(s3, wasm_i64x2_add(wasm_v128_load(x + j + 6), wasm_v128_load(x + j + 14)));
-  }
-  const v128_t t = wasm_i64x2_add(wasm_i64x2_add(s0, s1), wasm_i64x2_add(s2, s3));
-  uint64_t total = (uint64_t)wasm_i64x2_extract_lane(t, 0) + (uint64_t)wasm_i64x2_extract_lane(t, 1);
-  for (; j < m; j++) {
-    total += (uint64_t)x[j];
-  }
-  return (int64_t)total;
-}
-
-/* The product: eight lanes, as the sum. */
-static double prod_F(const double *x, int64_t m) {
-  v128_t p0 = wasm_f64x2_splat(1.0), p1 = p0, p2 = p0, p3 = p0;
-  int64_t j = 0;
-  for (; j + 16 <= m; j += 16) {
-    p0 = wasm_f64x2_mul(p0, wasm_f64x2_mul(wasm_v128_load(x + j), wasm_v128_load(x + j + 8)));
-    p1 = wasm_f64x2_mul(p1, wasm_f64x2_mul(wasm_v128_load(x + j + 2), wasm_v128_load(x + j + 10)));
-    p2 = wasm_f64x2_mul(p2, wasm_f64x2_mul(wasm_v128_load(x + j + 4), wasm_v128_load(x + j + 12)));
-    p3 = wasm_f64x2_mul(p3, wasm_f64x2_mul(wasm_v128_load(x + j + 6), wasm_v128_load(x + j + 14)));
-  }
-  const v128_t t = wasm_f64x2_mul(wasm_f64x2_mul(p0, p1), wasm_f64x2_mul(p2, p3));
-  double total = wasm_f64x2_extract_lane(t, 0) * wasm_f64x2_extract_lane(t, 1);
-  for (; j < m; j++) {
-    total *= x[j];
-  }
-  return total;
-}
+#define OR_PLUS(a, b) ((a) + (b))
+#define OR_TIMES(a, b) ((a) * (b))
+OR_DEFINE_LANE_FOLD(sum_F, double, double, wasm_f64x2_splat, wasm_f64x2_add, wasm_f64x2_extract_lane, 0.0, OR_PLUS)
+OR_DEFINE_LANE_FOLD(prod_F, double, double, wasm_f64x2_splat, wasm_f64x2_mul, wasm_f64x2_extract_lane, 1.0, OR_TIMES)
+OR_DEFINE_LANE_FOLD(sum_I, int64_t, uint64_t, wasm_i64x2_splat, wasm_i64x2_add, wasm_i64x2_extract_lane, 0, OR_PLUS)
 
 /* Integer products wrap, so any order gives the same result: four chains. */
 static int64_t prod_I(const int64_t *x, int64_t m) {
