@@ -88,37 +88,8 @@
     return FROM_BITS(r | sign);                                                          \
   }
 
-OR_DEFINE_FMOD(fmod_bits_f32, float, uint32_t, 32, 23, m_f32_bits, m_f32_from_bits)
+OR_DEFINE_FMOD(fmod_f32, float, uint32_t, 32, 23, m_f32_bits, m_f32_from_bits)
 OR_DEFINE_FMOD(fmod_f64, double, uint64_t, 64, 52, m_f64_bits, m_f64_from_bits)
-
-/*
- * float32's fmod, the same exact result in double arithmetic when
- * |x / y| < 2^29 (the long division above takes a step per bit of the
- * exponents' difference, about 70 cycles per element with its branches):
- * q = trunc(x / y) in double is the true quotient's integer part, or one
- * more if the rounded quotient reached the next integer (it cannot fall
- * below an integer the true one reaches: rounding is monotonic and such
- * integers are doubles); q * y is exact (24 + 29 bits) and so is x - q * y,
- * and one too many shows as a remainder of the wrong sign, which adding |y|
- * with x's sign corrects, exactly. Anything else (y zero or infinite, x
- * infinite, a NaN, a large quotient) takes the long division.
- */
-static float fmod_f32(float x, float y) {
-  const double dx = (double)x, dy = (double)y;
-  const double q = __builtin_trunc(dx / dy);
-  if (!(__builtin_fabs(q) < 536870912.0) || __builtin_fabs(dy) == __builtin_inf()) {
-    return fmod_bits_f32(x, y);
-  }
-  if (q == 0.0) {
-    return x; /* |x| < |y| */
-  }
-  const double step = __builtin_copysign(dy, dx); /* |y| with x's sign */
-  double r = dx - q * dy;
-  if (r != 0.0 && (r < 0.0) != (dx < 0.0)) {
-    r += step;
-  }
-  return r == 0.0 ? __builtin_copysignf(0.0f, x) : (float)r;
-}
 
 /* torch.div(rounding_mode='floor') on floats, as PyTorch's CPU kernel computes it. */
 #define OR_DEFINE_DIV_FLOOR(NAME, T, FMOD, FLOOR, COPYSIGN)           \
@@ -1294,8 +1265,20 @@ static void fma_lerp_f32(char *const *ptr, const int64_t *st, int64_t n, const o
  * elements as a vector padded with zeros. So an element's result is the same
  * whatever the layout, the dtype it converts from or the split between
  * workers. */
-/* fmod_f32's double arithmetic on two lanes (x and y widened): the
- * remainder, and in *bad the lanes that need the long division. */
+/*
+ * float32's fmod four lanes at a time, in double arithmetic, exact where
+ * |x / y| < 2^29 (fmod_f32's long division takes a step per bit of the
+ * exponents' difference, about 70 cycles per element with its branches):
+ * q = trunc(x / y) in double is the true quotient's integer part, or one
+ * more if the rounded quotient reached the next integer (it cannot fall
+ * below an integer the true one reaches: rounding is monotonic and such
+ * integers are doubles); q * y is exact (24 + 29 bits) and so is x - q * y,
+ * and one too many shows as a remainder of the wrong sign, which adding |y|
+ * with x's sign corrects, exactly. The other lanes (y zero or infinite, x
+ * infinite, a NaN, a larger quotient) take fmod_f32: every lane has
+ * fmod_f32's bits.
+ */
+/* Two lanes (x and y widened): the remainder, and in *bad the lanes left to fmod_f32. */
 ALWAYS_INLINE v128_t v_fmod_f64x2(v128_t dx, v128_t dy, v128_t *bad) {
   const v128_t sign = wasm_f64x2_splat(-0.0), zero = wasm_f64x2_splat(0.0);
   const v128_t ay = wasm_f64x2_abs(dy);
@@ -1311,24 +1294,23 @@ ALWAYS_INLINE v128_t v_fmod_f64x2(v128_t dx, v128_t dy, v128_t *bad) {
   return wasm_v128_bitselect(wasm_v128_and(dx, sign), r, wasm_f64x2_eq(r, zero));
 }
 
-/* fmod_f32 on four lanes: the double arithmetic, then the long division for
- * the lanes it does not cover (zero or infinite y, infinite x, NaNs, large
- * quotients). The same bits as fmod_f32 lane by lane. */
 ALWAYS_INLINE v128_t v_fmod_f32(v128_t a, v128_t b) {
   v128_t bad_lo, bad_hi;
   const v128_t lo = v_fmod_f64x2(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b), &bad_lo);
   const v128_t hi = v_fmod_f64x2(wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(a, a, 2, 3, 0, 1)),
                                  wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(b, b, 2, 3, 0, 1)), &bad_hi);
   v128_t r = wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
-  if (wasm_v128_any_true(wasm_v128_or(bad_lo, bad_hi))) {
+  const v128_t bad = wasm_i32x4_shuffle(bad_lo, bad_hi, 0, 2, 4, 6); /* one 32-bit mask per lane */
+  if (wasm_v128_any_true(bad)) {
     float x[4], y[4], out[4];
+    int32_t left[4];
     wasm_v128_store(x, a);
     wasm_v128_store(y, b);
     wasm_v128_store(out, r);
+    wasm_v128_store(left, bad);
     for (int l = 0; l < 4; l++) {
-      const double dq = __builtin_trunc((double)x[l] / (double)y[l]);
-      if (!(__builtin_fabs(dq) < 536870912.0) || __builtin_fabs((double)y[l]) == __builtin_inf()) {
-        out[l] = fmod_bits_f32(x[l], y[l]);
+      if (left[l]) {
+        out[l] = fmod_f32(x[l], y[l]);
       }
     }
     r = wasm_v128_load(out);

@@ -166,14 +166,21 @@ static void extremes_I(const int64_t *x, int64_t m, int64_t *lo, int64_t *hi) {
 }
 
 /* A chunk's max, min or both (m >= 16) merged into `a`: a NaN in `a` stays,
- * a NaN in the chunk wins, as the element-by-element fold does. */
-#define OR_DEFINE_FOLD_EXTREMES(S, T, ACC, ISNAN, CALL)                               \
+ * a NaN in the chunk wins, as the element-by-element fold does. Each lane
+ * keeps the earlier of equal values but the lanes do not merge in the
+ * elements' order, so where that matters (an extreme of zero: -0 against
+ * +0; a NaN, whose own bits the result keeps) it returns 0 and the
+ * element-by-element fold runs instead (TIE). */
+#define OR_DEFINE_FOLD_EXTREMES(S, T, ACC, ISNAN, CALL, TIE)                          \
   static int fold_extremes_##S(uint32_t op, ACC *a, const T *x, int64_t m) {          \
     if (m < 16 || (op != OR_REDUCE_MAX && op != OR_REDUCE_MIN && op != OR_REDUCE_MINMAX)) { \
       return 0;                                                                       \
     }                                                                                 \
     T lo, hi;                                                                         \
     CALL;                                                                             \
+    if ((op != OR_REDUCE_MAX && TIE(lo)) || (op != OR_REDUCE_MIN && TIE(hi))) {       \
+      return 0;                                                                       \
+    }                                                                                 \
     if (op != OR_REDUCE_MAX) {                                                        \
       a->v = ISNAN(a->v) ? a->v : (lo < a->v || ISNAN(lo)) ? lo : a->v;               \
     }                                                                                 \
@@ -183,9 +190,11 @@ static void extremes_I(const int64_t *x, int64_t m, int64_t *lo, int64_t *hi) {
     }                                                                                 \
     return 1;                                                                         \
   }
+#define TIE_F(v) ((v) == 0 || (v) != (v))
+#define TIE_I(v) 0
 OR_DEFINE_FOLD_EXTREMES(F, double, acc_f, ISNAN_F,
-                        extremes_F(x, m, op != OR_REDUCE_MAX, op != OR_REDUCE_MIN, &lo, &hi))
-OR_DEFINE_FOLD_EXTREMES(I, int64_t, acc_i, ISNAN_I, extremes_I(x, m, &lo, &hi))
+                        extremes_F(x, m, op != OR_REDUCE_MAX, op != OR_REDUCE_MIN, &lo, &hi), TIE_F)
+OR_DEFINE_FOLD_EXTREMES(I, int64_t, acc_i, ISNAN_I, extremes_I(x, m, &lo, &hi), TIE_I)
 
 /* The identity each op starts from. */
 #define OR_DEFINE_INIT(S, ACC, T, LOWEST, HIGHEST)                                     \
@@ -744,6 +753,9 @@ static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n
   case OR_REDUCE_MAX:
   case OR_REDUCE_MIN: {
     const double y = (double)(op == OR_REDUCE_MAX ? max_f32_contig(x, n) : min_f32_contig(x, n));
+    if (TIE_F(y)) {
+      return 0; /* which zero, or which NaN: the element-by-element fold decides (fold_extremes) */
+    }
     a->v = ((op == OR_REDUCE_MAX ? y > a->v : y < a->v) || y != y || a->v != a->v) ? (a->v != a->v ? a->v : y) : a->v;
     return 1;
   }
@@ -752,6 +764,9 @@ static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n
       return 1;
     }
     const double lo = (double)min_f32_contig(x, n), hi = (double)max_f32_contig(x, n);
+    if (TIE_F(lo) || TIE_F(hi)) {
+      return 0;
+    }
     a->v = (lo < a->v || lo != lo || a->v != a->v) ? (a->v != a->v ? a->v : lo) : a->v;
     a->w = (hi > a->w || hi != hi || a->w != a->w) ? (a->w != a->w ? a->w : hi) : a->w;
     return 1;

@@ -163,7 +163,9 @@ void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bou
 // (x * x, x * x * x, 1 / (x * x), 1 / x), which give CPU's values bit for bit
 // at a fraction of pow's cost (x.square() is pow(x, 2)). 0.5 is a sqrt for
 // float32, float64 and bfloat16, as on CPU (-0 stays -0 and -inf gives NaN,
-// where pow would give 0 and inf); float16's stays a pow, as CPU's does.
+// where pow would give 0 and inf); float16's stays a pow, as CPU's does, and
+// so does an integer base with a float result (`arange(9) ** 0.5`), whose
+// pow in double rounds to the same values.
 void pow_scalar_impl(TensorIteratorBase& iter, const Tensor& base, const Scalar& exponent) {
   const Tensor& out = iter.output(0);
   if (!exponent.isComplex()) {
@@ -199,9 +201,8 @@ void pow_scalar_impl(TensorIteratorBase& iter, const Tensor& base, const Scalar&
         at::sqrt_out(const_cast<Tensor&>(out), base);
         return;
       }
-      // -0.5 as CPU for float32 and float64: rsqrt, exactly (0.5 stays a pow
-      // there; float16 and bfloat16 take the pow, within their tolerance of
-      // CPU's own rounding)
+      // -0.5 as CPU for float32 and float64: rsqrt, exactly (float16 and
+      // bfloat16 take the pow, within their tolerance of CPU's own rounding)
       if (e == -0.5 && (out.scalar_type() == at::kFloat || out.scalar_type() == at::kDouble)) {
         at::rsqrt_out(const_cast<Tensor&>(out), base);
         return;

@@ -653,3 +653,29 @@ def test_all_and_any_of_byte_rows_find_a_single_exception(dtype):
                 _check(lambda t: t.all(1), x)
                 _check(lambda t: t.any(1), x)
                 _check(lambda t: (t.all(), t.any()), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_extremes_keep_the_first_of_equal_zeros_and_the_nan_found(dtype):
+    """Extremes fold 16 values a pass in SIMD lanes, which do not merge in the elements' order; an
+    extreme of zero (-0 against +0) or a NaN is decided element by element, as CPU's: the first
+    of equal zeros wins. Contiguous, strided and whole-tensor forms."""
+    for n in (40, 300, 1000):
+        x = torch.full((4, n), -1.0, dtype=dtype)
+        x[0, 1], x[0, 2] = 0.0, -0.0  # +0 first
+        x[1, 5], x[1, n - 3] = -0.0, 0.0  # -0 first
+        y = -x
+        for t in (x, y):
+            for fn in (lambda v: v.amax(1), lambda v: v.amin(1), lambda v: v[:, ::2].amax(1),
+                       lambda v: torch.aminmax(v, dim=1).max, lambda v: torch.aminmax(v, dim=1).min,
+                       lambda v: v[0].amax(), lambda v: v[1].amin()):
+                expected, actual = fn(t), fn(t.to("openreg")).cpu()
+                assert torch.equal(actual, expected) and torch.equal(actual.signbit(), expected.signbit()), (n, dtype)
+
+
+def test_products_that_mix_zero_and_overflow_are_nan_like_cpu():
+    """Products run in lanes (as CPU's do), so a zero and an overflowing run give 0 * inf = NaN."""
+    x = torch.tensor([0.0] + [1e30] * 1000)
+    _check(lambda t: t.prod(), x)
+    _check(lambda t: t.view(1, -1).prod(1), x)
+    _check(lambda t: t.double().pow(10).prod(), x[:32])
