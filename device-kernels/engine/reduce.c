@@ -140,19 +140,32 @@ static void extremes_F(const double *x, int64_t m, int want_lo, int want_hi, dou
   *hi = any_nan ? __builtin_nan("") : h;
 }
 
-/* The extremes of int64 values, m >= 16: per-lane compares and selects. */
-static void extremes_I(const int64_t *x, int64_t m, int64_t *lo, int64_t *hi) {
-  v128_t l0 = wasm_v128_load(x), l1 = wasm_v128_load(x + 2), h0 = l0, h1 = l1;
-  int64_t j = 4;
-  for (; j + 4 <= m; j += 4) {
+/* The extremes of int64 values, m >= 16, into *lo and *hi (either may be
+ * skipped): per-lane compares and selects, 8 values a pass. */
+ALWAYS_INLINE v128_t lesser_i64x2(v128_t a, v128_t b) {
+  return wasm_v128_bitselect(b, a, wasm_i64x2_lt(b, a));
+}
+
+ALWAYS_INLINE v128_t greater_i64x2(v128_t a, v128_t b) {
+  return wasm_v128_bitselect(b, a, wasm_i64x2_gt(b, a));
+}
+
+static void extremes_I(const int64_t *x, int64_t m, int want_lo, int want_hi, int64_t *lo, int64_t *hi) {
+  v128_t l0 = wasm_v128_load(x), l1 = wasm_v128_load(x + 2), l2 = wasm_v128_load(x + 4), l3 = wasm_v128_load(x + 6);
+  v128_t h0 = l0, h1 = l1, h2 = l2, h3 = l3;
+  int64_t j = 8;
+  for (; j + 8 <= m; j += 8) {
     const v128_t u0 = wasm_v128_load(x + j), u1 = wasm_v128_load(x + j + 2);
-    l0 = wasm_v128_bitselect(u0, l0, wasm_i64x2_lt(u0, l0));
-    l1 = wasm_v128_bitselect(u1, l1, wasm_i64x2_lt(u1, l1));
-    h0 = wasm_v128_bitselect(u0, h0, wasm_i64x2_gt(u0, h0));
-    h1 = wasm_v128_bitselect(u1, h1, wasm_i64x2_gt(u1, h1));
+    const v128_t u2 = wasm_v128_load(x + j + 4), u3 = wasm_v128_load(x + j + 6);
+    if (want_lo) {
+      l0 = lesser_i64x2(l0, u0), l1 = lesser_i64x2(l1, u1), l2 = lesser_i64x2(l2, u2), l3 = lesser_i64x2(l3, u3);
+    }
+    if (want_hi) {
+      h0 = greater_i64x2(h0, u0), h1 = greater_i64x2(h1, u1), h2 = greater_i64x2(h2, u2), h3 = greater_i64x2(h3, u3);
+    }
   }
-  l0 = wasm_v128_bitselect(l1, l0, wasm_i64x2_lt(l1, l0));
-  h0 = wasm_v128_bitselect(h1, h0, wasm_i64x2_gt(h1, h0));
+  l0 = lesser_i64x2(lesser_i64x2(l0, l1), lesser_i64x2(l2, l3));
+  h0 = greater_i64x2(greater_i64x2(h0, h1), greater_i64x2(h2, h3));
   int64_t l = wasm_i64x2_extract_lane(l0, 0), h = wasm_i64x2_extract_lane(h0, 0);
   const int64_t l_1 = wasm_i64x2_extract_lane(l0, 1), h_1 = wasm_i64x2_extract_lane(h0, 1);
   l = l_1 < l ? l_1 : l;
@@ -194,7 +207,8 @@ static void extremes_I(const int64_t *x, int64_t m, int64_t *lo, int64_t *hi) {
 #define TIE_I(v) 0
 OR_DEFINE_FOLD_EXTREMES(F, double, acc_f, ISNAN_F,
                         extremes_F(x, m, op != OR_REDUCE_MAX, op != OR_REDUCE_MIN, &lo, &hi), TIE_F)
-OR_DEFINE_FOLD_EXTREMES(I, int64_t, acc_i, ISNAN_I, extremes_I(x, m, &lo, &hi), TIE_I)
+OR_DEFINE_FOLD_EXTREMES(I, int64_t, acc_i, ISNAN_I,
+                        extremes_I(x, m, op != OR_REDUCE_MAX, op != OR_REDUCE_MIN, &lo, &hi), TIE_I)
 
 /* The identity each op starts from. */
 #define OR_DEFINE_INIT(S, ACC, T, LOWEST, HIGHEST)                                     \
