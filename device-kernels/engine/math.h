@@ -342,20 +342,25 @@ MATH_INLINE double m_erf_f64(double x) {
   return __builtin_copysign(1.0 - m_erfc_tail_f64(ax, 60), x);
 }
 
-/* erf x in float32, without branches (so loops over it vectorize): x P(x^2)
- * for |x| < 1, 1 - e^-x^2 Q(|x| - 5/2) for 1 <= |x| < 3.92, with P and Q
- * Chebyshev interpolants of erf(x) / x and erfc(x) e^(x^2) fitted for this
- * engine (within 2.2 ulp of erf); +-1 past 3.92, where erfc is below half an
- * ulp of 1. */
+/* erf x in float32, without branches (so loops over it vectorize): x P(x^2 - 2)
+ * for |x| < 2 (P of degree 9, minimax for erf(x) / x, scripts/fit_erf.py:
+ * within 2 ulp, centred because in powers of x^2 the float32 coefficients
+ * cancel), 1 - e^-x^2 Q(|x| - 5/2) for 2 <= |x| < 3.92 (Q a Chebyshev
+ * interpolant of erfc(x) e^(x^2), fitted for this engine on [1, 3.92]); +-1
+ * past 3.92, where erfc is below half an ulp of 1. The near branch reaches 2,
+ * not 1, so that most vectors of activations (gelu takes erf of x / sqrt 2)
+ * compute it alone. */
+static const float M_ERF_NEAR[10] = {6.749332547e-01f,  -1.305559278e-01f, 2.986967564e-02f,  -6.082850974e-03f,
+                                     1.070689643e-03f,  -1.635926455e-04f, 2.185212361e-05f,  -2.613530569e-06f,
+                                     3.071031927e-07f,  -2.901572671e-08f};
 MATH_INLINE float m_erf_f32(float x) {
   const float ax = __builtin_fabsf(x);
   const float z = ax * ax;
-  float p = -5.648059865e-4f;
-  p = p * z + 4.921762028e-3f;
-  p = p * z - 2.671505423e-2f;
-  p = p * z + 1.128031665e-1f;
-  p = p * z - 3.761234378e-1f;
-  p = p * z + 1.128379126e+0f;
+  const float t = z - 2.0f;
+  float p = M_ERF_NEAR[9];
+  for (int i = 8; i >= 0; i--) {
+    p = p * t + M_ERF_NEAR[i];
+  }
   const float u = (ax < 3.92f ? ax : 3.92f) - 2.5f;
   float q = 1.772887460e-6f;
   q = q * u - 6.248156551e-6f;
@@ -368,7 +373,7 @@ MATH_INLINE float m_erf_f32(float x) {
   q = q * u + 2.493827408e-2f;
   q = q * u - 7.434754245e-2f;
   q = q * u + 2.108063559e-1f;
-  float r = ax < 1.0f ? ax * p : 1.0f - m_exp_f32(-z) * q;
+  float r = ax < 2.0f ? ax * p : 1.0f - m_exp_f32(-z) * q;
   r = ax >= 3.92f ? 1.0f : r;
   return x != x ? x : m_copysign_f32(r, x);
 }
@@ -1414,18 +1419,18 @@ MATH_VECTOR v128_t v_sigmoid_f32(v128_t x) {
 }
 
 /* erf x: m_erf_f32's two approximations with each step fused; a vector
- * whose lanes all lie on one side of |x| = 1 computes only that side's. */
+ * whose lanes all lie on one side of |x| = 2 computes only that side's. */
 MATH_VECTOR v128_t v_erf_f32(v128_t x) {
   const v128_t ax = wasm_f32x4_abs(x);
   const v128_t z = wasm_f32x4_mul(ax, ax);
-  const v128_t small = wasm_f32x4_lt(ax, wasm_f32x4_splat(1.0f));
+  const v128_t small = wasm_f32x4_lt(ax, wasm_f32x4_splat(2.0f));
   v128_t near = wasm_i32x4_splat(0), far = near;
   if (wasm_v128_any_true(small)) {
-    v128_t p = v_madd_f32(wasm_f32x4_splat(-5.648059865e-4f), z, wasm_f32x4_splat(4.921762028e-3f));
-    p = v_madd_f32(p, z, wasm_f32x4_splat(-2.671505423e-2f));
-    p = v_madd_f32(p, z, wasm_f32x4_splat(1.128031665e-1f));
-    p = v_madd_f32(p, z, wasm_f32x4_splat(-3.761234378e-1f));
-    p = v_madd_f32(p, z, wasm_f32x4_splat(1.128379126e+0f));
+    const v128_t u = wasm_f32x4_sub(z, wasm_f32x4_splat(2.0f));
+    v128_t p = wasm_f32x4_splat(M_ERF_NEAR[9]);
+    for (int i = 8; i >= 0; i--) {
+      p = v_madd_f32(p, u, wasm_f32x4_splat(M_ERF_NEAR[i]));
+    }
     near = wasm_f32x4_mul(ax, p);
   }
   if (!wasm_i32x4_all_true(small)) {
