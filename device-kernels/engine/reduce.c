@@ -100,48 +100,7 @@ static int64_t prod_I(const int64_t *x, int64_t m) {
   return (int64_t)(p0 * p1 * (p2 * p3));
 }
 
-/* The extremes of x[0..m), m >= 16, into *lo and *hi (either may be
- * skipped), NaN propagating: per-lane pmin/pmax (which keep the earlier of
- * two equal values) and a record of any NaN seen. */
-static void extremes_F(const double *x, int64_t m, int want_lo, int want_hi, double *lo, double *hi) {
-  v128_t l0 = wasm_v128_load(x), l1 = wasm_v128_load(x + 2), l2 = wasm_v128_load(x + 4), l3 = wasm_v128_load(x + 6);
-  v128_t h0 = l0, h1 = l1, h2 = l2, h3 = l3;
-  v128_t nan = wasm_v128_or(wasm_v128_or(wasm_f64x2_ne(l0, l0), wasm_f64x2_ne(l1, l1)),
-                            wasm_v128_or(wasm_f64x2_ne(l2, l2), wasm_f64x2_ne(l3, l3)));
-  int64_t j = 8;
-  for (; j + 8 <= m; j += 8) {
-    const v128_t u0 = wasm_v128_load(x + j), u1 = wasm_v128_load(x + j + 2);
-    const v128_t u2 = wasm_v128_load(x + j + 4), u3 = wasm_v128_load(x + j + 6);
-    if (want_lo) {
-      l0 = wasm_f64x2_pmin(l0, u0), l1 = wasm_f64x2_pmin(l1, u1);
-      l2 = wasm_f64x2_pmin(l2, u2), l3 = wasm_f64x2_pmin(l3, u3);
-    }
-    if (want_hi) {
-      h0 = wasm_f64x2_pmax(h0, u0), h1 = wasm_f64x2_pmax(h1, u1);
-      h2 = wasm_f64x2_pmax(h2, u2), h3 = wasm_f64x2_pmax(h3, u3);
-    }
-    nan = wasm_v128_or(nan, wasm_v128_or(wasm_v128_or(wasm_f64x2_ne(u0, u0), wasm_f64x2_ne(u1, u1)),
-                                         wasm_v128_or(wasm_f64x2_ne(u2, u2), wasm_f64x2_ne(u3, u3))));
-  }
-  l0 = wasm_f64x2_pmin(wasm_f64x2_pmin(l0, l1), wasm_f64x2_pmin(l2, l3));
-  h0 = wasm_f64x2_pmax(wasm_f64x2_pmax(h0, h1), wasm_f64x2_pmax(h2, h3));
-  double l = wasm_f64x2_extract_lane(l0, 0), h = wasm_f64x2_extract_lane(h0, 0);
-  const double l_1 = wasm_f64x2_extract_lane(l0, 1), h_1 = wasm_f64x2_extract_lane(h0, 1);
-  l = l_1 < l ? l_1 : l;
-  h = h_1 > h ? h_1 : h;
-  int tail_nan = 0;
-  for (; j < m; j++) {
-    l = x[j] < l ? x[j] : l;
-    h = x[j] > h ? x[j] : h;
-    tail_nan |= x[j] != x[j];
-  }
-  const int any_nan = wasm_v128_any_true(nan) || tail_nan;
-  *lo = any_nan ? __builtin_nan("") : l;
-  *hi = any_nan ? __builtin_nan("") : h;
-}
-
-/* The extremes of int64 values, m >= 16, into *lo and *hi (either may be
- * skipped): per-lane compares and selects, 8 values a pass. */
+/* Per-lane extremes that keep the first argument of two equal values. */
 ALWAYS_INLINE v128_t lesser_i64x2(v128_t a, v128_t b) {
   return wasm_v128_bitselect(b, a, wasm_i64x2_lt(b, a));
 }
@@ -150,48 +109,66 @@ ALWAYS_INLINE v128_t greater_i64x2(v128_t a, v128_t b) {
   return wasm_v128_bitselect(b, a, wasm_i64x2_gt(b, a));
 }
 
-static void extremes_I(const int64_t *x, int64_t m, int want_lo, int want_hi, int64_t *lo, int64_t *hi) {
-  v128_t l0 = wasm_v128_load(x), l1 = wasm_v128_load(x + 2), l2 = wasm_v128_load(x + 4), l3 = wasm_v128_load(x + 6);
-  v128_t h0 = l0, h1 = l1, h2 = l2, h3 = l3;
-  int64_t j = 8;
-  for (; j + 8 <= m; j += 8) {
-    const v128_t u0 = wasm_v128_load(x + j), u1 = wasm_v128_load(x + j + 2);
-    const v128_t u2 = wasm_v128_load(x + j + 4), u3 = wasm_v128_load(x + j + 6);
-    if (want_lo) {
-      l0 = lesser_i64x2(l0, u0), l1 = lesser_i64x2(l1, u1), l2 = lesser_i64x2(l2, u2), l3 = lesser_i64x2(l3, u3);
-    }
-    if (want_hi) {
-      h0 = greater_i64x2(h0, u0), h1 = greater_i64x2(h1, u1), h2 = greater_i64x2(h2, u2), h3 = greater_i64x2(h3, u3);
-    }
+#define OR_NAN_LANES_F(v) wasm_f64x2_ne(v, v)
+#define OR_NAN_LANES_I(v) wasm_i64x2_splat(0)
+
+/* NAME(x, m, want_lo, want_hi, lo, hi): the extremes of x[0..m), m >= 16,
+ * into *lo and *hi (either may be skipped), 8 values a pass in per-lane
+ * LESSER/GREATER, then the lanes and the tail; whether any value was a NaN
+ * (which those do not propagate: the caller folds such a chunk element by
+ * element). */
+#define OR_DEFINE_EXTREMES(NAME, T, LESSER, GREATER, NAN_LANES, EXTRACT)                                  \
+  static int NAME(const T *x, int64_t m, int want_lo, int want_hi, T *lo, T *hi) {                       \
+    v128_t l0 = wasm_v128_load(x), l1 = wasm_v128_load(x + 2), l2 = wasm_v128_load(x + 4);             \
+    v128_t l3 = wasm_v128_load(x + 6), h0 = l0, h1 = l1, h2 = l2, h3 = l3;                              \
+    v128_t nan = wasm_v128_or(wasm_v128_or(NAN_LANES(l0), NAN_LANES(l1)),                                 \
+                              wasm_v128_or(NAN_LANES(l2), NAN_LANES(l3)));                                \
+    int64_t j = 8;                                                                                        \
+    for (; j + 8 <= m; j += 8) {                                                                          \
+      const v128_t u0 = wasm_v128_load(x + j), u1 = wasm_v128_load(x + j + 2);                            \
+      const v128_t u2 = wasm_v128_load(x + j + 4), u3 = wasm_v128_load(x + j + 6);                        \
+      if (want_lo) {                                                                                      \
+        l0 = LESSER(l0, u0), l1 = LESSER(l1, u1), l2 = LESSER(l2, u2), l3 = LESSER(l3, u3);               \
+      }                                                                                                   \
+      if (want_hi) {                                                                                      \
+        h0 = GREATER(h0, u0), h1 = GREATER(h1, u1), h2 = GREATER(h2, u2), h3 = GREATER(h3, u3);           \
+      }                                                                                                   \
+      nan = wasm_v128_or(nan, wasm_v128_or(wasm_v128_or(NAN_LANES(u0), NAN_LANES(u1)),                    \
+                                           wasm_v128_or(NAN_LANES(u2), NAN_LANES(u3))));                  \
+    }                                                                                                     \
+    l0 = LESSER(LESSER(l0, l1), LESSER(l2, l3));                                                          \
+    h0 = GREATER(GREATER(h0, h1), GREATER(h2, h3));                                                       \
+    T l = EXTRACT(l0, 0), h = EXTRACT(h0, 0);                                                             \
+    const T l_1 = EXTRACT(l0, 1), h_1 = EXTRACT(h0, 1);                                                   \
+    l = l_1 < l ? l_1 : l;                                                                                \
+    h = h_1 > h ? h_1 : h;                                                                                \
+    int tail_nan = 0;                                                                                     \
+    for (; j < m; j++) {                                                                                  \
+      l = x[j] < l ? x[j] : l;                                                                            \
+      h = x[j] > h ? x[j] : h;                                                                            \
+      tail_nan |= x[j] != x[j];                                                                           \
+    }                                                                                                     \
+    *lo = l;                                                                                              \
+    *hi = h;                                                                                              \
+    return wasm_v128_any_true(nan) || tail_nan;                                                           \
   }
-  l0 = lesser_i64x2(lesser_i64x2(l0, l1), lesser_i64x2(l2, l3));
-  h0 = greater_i64x2(greater_i64x2(h0, h1), greater_i64x2(h2, h3));
-  int64_t l = wasm_i64x2_extract_lane(l0, 0), h = wasm_i64x2_extract_lane(h0, 0);
-  const int64_t l_1 = wasm_i64x2_extract_lane(l0, 1), h_1 = wasm_i64x2_extract_lane(h0, 1);
-  l = l_1 < l ? l_1 : l;
-  h = h_1 > h ? h_1 : h;
-  for (; j < m; j++) {
-    l = x[j] < l ? x[j] : l;
-    h = x[j] > h ? x[j] : h;
-  }
-  *lo = l;
-  *hi = h;
-}
+OR_DEFINE_EXTREMES(extremes_F, double, wasm_f64x2_pmin, wasm_f64x2_pmax, OR_NAN_LANES_F, wasm_f64x2_extract_lane)
+OR_DEFINE_EXTREMES(extremes_I, int64_t, lesser_i64x2, greater_i64x2, OR_NAN_LANES_I, wasm_i64x2_extract_lane)
 
 /* A chunk's max, min or both (m >= 16) merged into `a`: a NaN in `a` stays,
  * a NaN in the chunk wins, as the element-by-element fold does. Each lane
  * keeps the earlier of equal values but the lanes do not merge in the
  * elements' order, so where that matters (an extreme of zero: -0 against
  * +0; a NaN, whose own bits the result keeps) it returns 0 and the
- * element-by-element fold runs instead (TIE). */
+ * element-by-element fold runs instead (CALL returns whether a NaN was seen,
+ * TIE whether an extreme is zero). */
 #define OR_DEFINE_FOLD_EXTREMES(S, T, ACC, ISNAN, CALL, TIE)                          \
   static int fold_extremes_##S(uint32_t op, ACC *a, const T *x, int64_t m) {          \
     if (m < 16 || (op != OR_REDUCE_MAX && op != OR_REDUCE_MIN && op != OR_REDUCE_MINMAX)) { \
       return 0;                                                                       \
     }                                                                                 \
     T lo, hi;                                                                         \
-    CALL;                                                                             \
-    if ((op != OR_REDUCE_MAX && TIE(lo)) || (op != OR_REDUCE_MIN && TIE(hi))) {       \
+    if (CALL || (op != OR_REDUCE_MAX && TIE(lo)) || (op != OR_REDUCE_MIN && TIE(hi))) { \
       return 0;                                                                       \
     }                                                                                 \
     if (op != OR_REDUCE_MAX) {                                                        \
@@ -203,7 +180,7 @@ static void extremes_I(const int64_t *x, int64_t m, int want_lo, int want_hi, in
     }                                                                                 \
     return 1;                                                                         \
   }
-#define TIE_F(v) ((v) == 0 || (v) != (v))
+#define TIE_F(v) ((v) == 0)
 #define TIE_I(v) 0
 OR_DEFINE_FOLD_EXTREMES(F, double, acc_f, ISNAN_F,
                         extremes_F(x, m, op != OR_REDUCE_MAX, op != OR_REDUCE_MIN, &lo, &hi), TIE_F)
@@ -767,10 +744,10 @@ static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n
   case OR_REDUCE_MAX:
   case OR_REDUCE_MIN: {
     const double y = (double)(op == OR_REDUCE_MAX ? max_f32_contig(x, n) : min_f32_contig(x, n));
-    if (TIE_F(y)) {
+    if (y == 0 || y != y) {
       return 0; /* which zero, or which NaN: the element-by-element fold decides (fold_extremes) */
     }
-    a->v = ((op == OR_REDUCE_MAX ? y > a->v : y < a->v) || y != y || a->v != a->v) ? (a->v != a->v ? a->v : y) : a->v;
+    a->v = a->v == a->v && (op == OR_REDUCE_MAX ? y > a->v : y < a->v) ? y : a->v; /* a NaN in a stays */
     return 1;
   }
   case OR_REDUCE_MINMAX: {
@@ -778,11 +755,11 @@ static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n
       return 1;
     }
     const double lo = (double)min_f32_contig(x, n), hi = (double)max_f32_contig(x, n);
-    if (TIE_F(lo) || TIE_F(hi)) {
+    if (lo == 0 || hi == 0 || lo != lo || hi != hi) {
       return 0;
     }
-    a->v = (lo < a->v || lo != lo || a->v != a->v) ? (a->v != a->v ? a->v : lo) : a->v;
-    a->w = (hi > a->w || hi != hi || a->w != a->w) ? (a->w != a->w ? a->w : hi) : a->w;
+    a->v = a->v == a->v && lo < a->v ? lo : a->v; /* a NaN in a stays */
+    a->w = a->w == a->w && hi > a->w ? hi : a->w;
     return 1;
   }
   case OR_REDUCE_PROD:
