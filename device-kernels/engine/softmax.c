@@ -347,6 +347,183 @@ static void line_contig_f32(const or_reduce *p, const float *in, float *y, float
   }
 }
 
+/*
+ * Lines side by side (softmax along a dimension other than the last, as
+ * over the channels of an NCHW batch): when element i of w adjacent lines
+ * (w <= OR_COLS) are w adjacent float32 values in every operand, the passes
+ * run across those lines, a row of vectors at a time, instead of down each
+ * line a strided element at a time. The arithmetic is line_F32's, in the
+ * same order, per line: the maximum in four lanes (element i to lane i % 4,
+ * a NaN taken), sums in OR_LANES lanes of double (a last partial group
+ * adding +0.0 to its empty lanes), the same exp: the bits are those of the
+ * line at a time.
+ */
+#define OR_COLS 64
+
+/* Vector q of a row of w values (the last one padded with zeros). */
+ALWAYS_INLINE v128_t cols_load(const char *row, int64_t q, int64_t w) {
+  const float *v = (const float *)row + 4 * q;
+  return 4 * q + 4 <= w ? wasm_v128_load(v) : load_f32_partial(v, w - 4 * q);
+}
+
+ALWAYS_INLINE void cols_store(char *row, int64_t q, int64_t w, v128_t x) {
+  float *v = (float *)row + 4 * q;
+  if (4 * q + 4 <= w) {
+    wasm_v128_store(v, x);
+  } else {
+    store_f32_partial(v, x, w - 4 * q);
+  }
+}
+
+/* line_F32's choice of a new maximum: a greater value or a NaN. */
+ALWAYS_INLINE v128_t cols_max_of(v128_t m, v128_t x) {
+  return wasm_v128_bitselect(x, m, wasm_v128_or(wasm_f32x4_gt(x, m), wasm_f32x4_ne(x, x)));
+}
+
+NOINLINE static void cols_max_f32(const char *in, int64_t si, int64_t n, int64_t w, v128_t max[OR_COLS / 4]) {
+  const int64_t nv = (w + 3) / 4;
+  v128_t mx[4][OR_COLS / 4];
+  for (int l = 0; l < 4; l++) {
+    for (int64_t q = 0; q < nv; q++) mx[l][q] = wasm_f32x4_splat(-__builtin_inff());
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const char *row = in + i * si;
+    v128_t *m = mx[i & 3];
+    for (int64_t q = 0; q < nv; q++) m[q] = cols_max_of(m[q], cols_load(row, q, w));
+  }
+  for (int64_t q = 0; q < nv; q++) {
+    v128_t v = mx[0][q];
+    for (int l = 1; l < 4; l++) v = cols_max_of(v, mx[l][q]);
+    max[q] = v;
+  }
+}
+
+/* Adds a row's four values to lane l's sums of their lines, in double. */
+ALWAYS_INLINE void cols_add(v128_t sums[OR_LANES][OR_COLS / 2], int64_t l, int64_t q, v128_t x) {
+  sums[l][2 * q] = wasm_f64x2_add(sums[l][2 * q], wasm_f64x2_promote_low_f32x4(x));
+  sums[l][2 * q + 1] = wasm_f64x2_add(sums[l][2 * q + 1], wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(x, x, 2, 3, 2, 3)));
+}
+
+/* The sums' pass: exp(x - max) (stored to out when `keep`), g y for
+ * softmax's backward, g for log_softmax's; then each line's total as
+ * lanes_total combines it, in `total`. */
+NOINLINE static void cols_sums_f32(const or_reduce *p, const char *in, const char *y, char *out, int64_t w,
+                                   const v128_t max[OR_COLS / 4], int keep, float total[OR_COLS]) {
+  const int64_t n = p->sizes[0], nv = (w + 3) / 4;
+  const int64_t si = p->strides[OR_REDUCE_IN][0], so = p->strides[OR_REDUCE_OUT0][0];
+  const int64_t sy = p->strides[OR_REDUCE_OUT1][0];
+  /* lanes past the line's length stay +0.0: neither set nor read */
+  const int used = n < OR_LANES ? (int)n : OR_LANES;
+  v128_t sums[OR_LANES][OR_COLS / 2];
+  for (int l = 0; l < used; l++) {
+    for (int64_t q = 0; q < 2 * nv; q++) sums[l][q] = wasm_f64x2_splat(0.0);
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const char *row = in + i * si;
+    const int64_t l = i & (OR_LANES - 1);
+    switch (p->op) {
+    case OR_SOFTMAX_SOFTMAX_BACKWARD:
+      for (int64_t q = 0; q < nv; q++) cols_add(sums, l, q, wasm_f32x4_mul(cols_load(row, q, w), cols_load(y + i * sy, q, w)));
+      break;
+    case OR_SOFTMAX_LOG_SOFTMAX_BACKWARD:
+      for (int64_t q = 0; q < nv; q++) cols_add(sums, l, q, cols_load(row, q, w));
+      break;
+    default: /* the forward ops */
+      for (int64_t q = 0; q < nv; q++) {
+        const v128_t e = v_exp_f32(wasm_f32x4_sub(cols_load(row, q, w), max[q]));
+        if (keep) cols_store(out + i * so, q, w, e);
+        cols_add(sums, l, q, e);
+      }
+      break;
+    }
+  }
+  /* lanes_total's pairs, two lines at a time */
+  const int64_t tail = n & (OR_LANES - 1);
+  for (int64_t q = 0; q < 2 * nv; q++) {
+    v128_t t[OR_LANES];
+    for (int l = 0; l < OR_LANES; l++) {
+      t[l] = l < used ? sums[l][q] : wasm_f64x2_splat(0.0);
+      if (tail != 0 && l >= tail) t[l] = wasm_f64x2_add(t[l], wasm_f64x2_splat(0.0)); /* lane_sums_F32's padding */
+    }
+    for (int h = OR_LANES / 2; h >= 1; h /= 2) {
+      for (int l = 0; l < h; l++) t[l] = wasm_f64x2_add(t[2 * l], t[2 * l + 1]);
+    }
+    total[2 * q] = (float)wasm_f64x2_extract_lane(t[0], 0);
+    total[2 * q + 1] = (float)wasm_f64x2_extract_lane(t[0], 1);
+  }
+}
+
+/* The result's pass, from each line's max, total, log of the total and its
+ * reciprocal (as line_F32 computes them). */
+NOINLINE static void cols_result_f32(const or_reduce *p, const char *in, const char *y, char *out, int64_t w,
+                                     const v128_t max[OR_COLS / 4], const float total[OR_COLS],
+                                     const float log_total[OR_COLS], const float scale[OR_COLS]) {
+  const int64_t n = p->sizes[0], nv = (w + 3) / 4;
+  const int64_t si = p->strides[OR_REDUCE_IN][0], so = p->strides[OR_REDUCE_OUT0][0];
+  const int64_t sy = p->strides[OR_REDUCE_OUT1][0];
+  for (int64_t i = 0; i < n; i++) {
+    const char *row = in + i * si;
+    char *dst = out + i * so;
+    switch (p->op) {
+    case OR_SOFTMAX_LOG_SOFTMAX:
+      for (int64_t q = 0; q < nv; q++) {
+        const v128_t x = wasm_f32x4_sub(cols_load(row, q, w), max[q]);
+        cols_store(dst, q, w, wasm_f32x4_sub(x, wasm_v128_load(log_total + 4 * q)));
+      }
+      break;
+    case OR_SOFTMAX_SOFTMAX_BACKWARD:
+      for (int64_t q = 0; q < nv; q++) {
+        const v128_t d = wasm_f32x4_sub(cols_load(row, q, w), wasm_v128_load(total + 4 * q));
+        cols_store(dst, q, w, wasm_f32x4_mul(cols_load(y + i * sy, q, w), d));
+      }
+      break;
+    case OR_SOFTMAX_LOG_SOFTMAX_BACKWARD:
+      for (int64_t q = 0; q < nv; q++) {
+        const v128_t e = wasm_f32x4_mul(v_exp_f32(cols_load(y + i * sy, q, w)), wasm_v128_load(total + 4 * q));
+        cols_store(dst, q, w, wasm_f32x4_sub(cols_load(row, q, w), e));
+      }
+      break;
+    default: /* softmax: exp(x - max), stored by the sums' pass, times the scale */
+      for (int64_t q = 0; q < nv; q++) cols_store(dst, q, w, wasm_f32x4_mul(cols_load(dst, q, w), wasm_v128_load(scale + 4 * q)));
+      break;
+    }
+  }
+}
+
+/* w lines side by side, all operands float32 (see OR_COLS). */
+static void columns_f32(const or_reduce *p, const char *in, char *y, char *out, int64_t w) {
+  const int forward = p->op != OR_SOFTMAX_SOFTMAX_BACKWARD && p->op != OR_SOFTMAX_LOG_SOFTMAX_BACKWARD;
+  v128_t max[OR_COLS / 4];
+  /* per line; entries from w up to a whole vector are padding, never stored */
+  const int64_t w4 = (w + 3) & ~(int64_t)3;
+  float lines_max[OR_COLS], total[OR_COLS], log_total[OR_COLS], scale[OR_COLS];
+  if (forward) {
+    cols_max_f32(in, p->strides[OR_REDUCE_IN][0], p->sizes[0], w, max);
+    for (int64_t c = 0; c < w4; c++) {
+      const float m = ((const float *)max)[c];
+      lines_max[c] = p->op == OR_SOFTMAX_LOGSUMEXP ? LSE_SHIFT(m) : m;
+    }
+    for (int64_t q = 0; q < w4 / 4; q++) max[q] = wasm_v128_load(lines_max + 4 * q);
+  }
+  const int softmax = p->op == OR_SOFTMAX_SOFTMAX || p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP;
+  cols_sums_f32(p, in, y, out, w, max, softmax, total);
+  /* each a loop of its own, so that it vectorizes */
+  if (softmax) {
+    for (int64_t c = 0; c < w4; c++) scale[c] = 1.0f / total[c];
+  }
+  if (forward && p->op != OR_SOFTMAX_SOFTMAX) {
+    for (int64_t c = 0; c < w4; c++) log_total[c] = m_log_f32(total[c]);
+  }
+  if (p->op == OR_SOFTMAX_LOGSUMEXP) {
+    for (int64_t c = 0; c < w; c++) *(float *)(out + 4 * c) = log_total[c] + lines_max[c];
+    return;
+  }
+  if (p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP) {
+    for (int64_t c = 0; c < w; c++) *(float *)(y + 4 * c) = LSE_VALUE(lines_max[c], log_total[c]);
+  }
+  cols_result_f32(p, in, y, out, w, max, total, log_total, scale);
+}
+
 EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   or_reduce part = *params;
@@ -384,15 +561,25 @@ EXPORT(softmax) void softmax(const or_reduce *params, int32_t worker, int32_t wo
                          (p->strides[OR_REDUCE_OUT0][0] == 4 || p->op == OR_SOFTMAX_LOGSUMEXP) &&
                          (!backward || (p->dtypes[OR_REDUCE_OUT1] == OR_F32 && p->strides[OR_REDUCE_OUT1][0] == 4)) &&
                          (p->op != OR_SOFTMAX_SOFTMAX_LOGSUMEXP || p->dtypes[OR_REDUCE_OUT1] == OR_F32);
+  /* float32 lines side by side along dimension 1 (see OR_COLS) */
+  const int cols = !contig_f32 && p->compute == OR_COMPUTE_F32 && p->ndim > 1 && p->dtypes[OR_REDUCE_IN] == OR_F32 &&
+                   p->dtypes[OR_REDUCE_OUT0] == OR_F32 && p->strides[OR_REDUCE_IN][1] == 4 &&
+                   p->strides[OR_REDUCE_OUT0][1] == 4 &&
+                   (!has_out1 || (p->dtypes[OR_REDUCE_OUT1] == OR_F32 && p->strides[OR_REDUCE_OUT1][1] == 4));
   for (;;) {
-    if (contig_f32) {
+    if (cols) {
+      for (int64_t c = 0; c < p->sizes[1]; c += OR_COLS) {
+        const int64_t w = p->sizes[1] - c < OR_COLS ? p->sizes[1] - c : OR_COLS;
+        columns_f32(p, in + 4 * c, has_out1 ? y + 4 * c : 0, out + 4 * c, w);
+      }
+    } else if (contig_f32) {
       line_contig_f32(p, (const float *)in, (float *)y, (float *)out);
     } else if (p->compute == OR_COMPUTE_F32) {
       line_F32(p, in, y, out);
     } else {
       line_F64(p, in, y, out);
     }
-    uint32_t d = 1;
+    uint32_t d = cols ? 2 : 1;
     for (; d < p->ndim; d++) {
       in += p->strides[OR_REDUCE_IN][d];
       out += p->strides[OR_REDUCE_OUT0][d];

@@ -5,6 +5,7 @@
 
 #include "OpenRegEngine.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstring>
@@ -532,6 +533,15 @@ void line_dims(or_reduce& block, int64_t dim, std::initializer_list<std::pair<in
   for (int64_t d = rank - 1; d >= 0; --d) {
     if (d != dim && shape.size(d) != 1) {
       add(d);
+      // a dimension that continues the one before it in every operand joins
+      // it (an NCHW batch's H and W), so lines side by side come in long runs
+      const size_t k = ndim - 1;
+      if (k >= 2 && std::all_of(operands.begin(), operands.end(), [&](const auto& o) {
+            return block.strides[o.first][k] == block.strides[o.first][k - 1] * block.sizes[k - 1];
+          })) {
+        block.sizes[k - 1] *= block.sizes[k];
+        --ndim;
+      }
     }
   }
   block.ndim = static_cast<uint32_t>(ndim);

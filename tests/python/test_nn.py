@@ -83,6 +83,49 @@ def test_contiguous_float32_lines_match_the_strided_path_bit_for_bit(length):
         torch.testing.assert_close(a.cpu(), op(grad, forward.cpu(), 1, torch.float32), equal_nan=True)
 
 
+@pytest.mark.parametrize(
+    "shape, dim",
+    (
+        ((300, 70), 0),  # lines of 300 down the rows, 64 + 6 of them side by side
+        ((5, 3), 0),  # shorter than a lane group, narrower than a vector
+        ((17, 2, 129), 0),
+        ((2, 19, 6, 7), 1),  # an NCHW batch's channels: H and W side by side as one dimension
+        ((3, 33, 1, 5), 1),
+    ),
+    ids=str,
+)
+def test_lines_side_by_side_match_one_line_at_a_time_bit_for_bit(shape, dim):
+    # Softmax along a dimension other than the last runs across adjacent lines, a row of vectors
+    # at a time. Same arithmetic per line as the line loops: equal to the same data with the
+    # dimension moved last, not only close.
+    g = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=g) * 8
+    x.view(-1)[::23] = float("-inf")
+    x.view(-1)[5] = float("nan")
+    grad = torch.randn(shape, generator=g)
+    dev, grad_dev = x.to(DEV), grad.to(DEV)
+    last, grad_last = dev.movedim(dim, -1).contiguous(), grad_dev.movedim(dim, -1).contiguous()
+
+    def same(a, b, what):
+        assert torch.equal(a.cpu().nan_to_num(7.0), b.cpu().nan_to_num(7.0)), what
+
+    with torch.openreg.fallback_policy("error"):
+        for fn in (torch.softmax, torch.log_softmax):
+            out = fn(dev, dim)
+            same(out, fn(last, -1).movedim(-1, dim), fn.__name__)
+            torch.testing.assert_close(out.cpu(), fn(x, dim), equal_nan=True, rtol=1e-5, atol=1e-5)
+        same(torch.logsumexp(dev, dim), torch.logsumexp(last, -1), "logsumexp")
+        torch.testing.assert_close(torch.logsumexp(dev, dim).cpu(), torch.logsumexp(x, dim), equal_nan=True)
+        finite = x.nan_to_num(nan=0.0, neginf=-30.0)
+        for op, fn in ((torch.ops.aten._softmax_backward_data, torch.softmax),
+                       (torch.ops.aten._log_softmax_backward_data, torch.log_softmax)):
+            y = fn(finite, dim)
+            a = op(grad_dev, y.to(DEV), dim, torch.float32)
+            b = op(grad_last, y.to(DEV).movedim(dim, -1).contiguous(), -1, torch.float32)
+            same(a, b.movedim(-1, dim), op)
+            torch.testing.assert_close(a.cpu(), op(grad, y, dim, torch.float32), rtol=1e-5, atol=1e-5)
+
+
 def test_softmax_edge_cases():
     for x in (torch.tensor(3.0), torch.empty(0, 4), torch.full((2, 3), float("-inf")), torch.tensor([[1e30, 0.0]])):
         for fn in (torch.softmax, torch.log_softmax):
