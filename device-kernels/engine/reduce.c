@@ -1248,7 +1248,113 @@ static int use_columns(const or_reduce *p) {
   }
   const int64_t es = (int64_t)dtype_size(p->dtypes[OR_REDUCE_IN]);
   const int64_t s0 = p->strides[OR_REDUCE_IN][0];
-  return p->strides[OR_REDUCE_IN][p->nreduce] == es && p->sizes[p->nreduce] >= 4 && (s0 < 0 ? -s0 : s0) > es;
+  /* (a broadcast input, stride 0 along the reduction, reads one row again and again) */
+  return p->strides[OR_REDUCE_IN][p->nreduce] == es && p->sizes[p->nreduce] >= 4 &&
+         ((s0 < 0 ? -s0 : s0) > es || s0 == 0);
+}
+
+/*
+ * Contiguous float32 rows (`x.sum(-1)` of a (N, 16) tensor): reduce_one_F's
+ * calls and chunk set-up cost about 30 ns a row, more than summing 16
+ * values. Rows of sums, means, maxima and minima of float32 into float32 go
+ * through a loop of their own, short ones four rows at a time, with the
+ * arithmetic fold_f32_row applies, so the bits are the same:
+ *   - a sum below 64 elements is sequential in double from +0.0 (the tail
+ *     of sum_f32_contig), longer ones are sum_f32_contig's;
+ *   - an extreme is a value whatever the order it is found in, unless it
+ *     is a zero (which one?) or a NaN (which?): a short row's is found in
+ *     four lanes (row_max_f32), a long one's by max_f32_contig, and rows
+ *     whose extreme is zero or NaN are folded again by reduce_one_F, which
+ *     decides.
+ */
+#define OR_SHORT_SUM 64
+
+static int rows_f32(const or_reduce *p) {
+  const uint32_t op = p->op;
+  return p->compute == OR_COMPUTE_F64 && p->nreduce == 1 && p->ndim > 1 && p->noutputs == 1 &&
+         (op == OR_REDUCE_SUM || op == OR_REDUCE_MEAN || op == OR_REDUCE_MAX || op == OR_REDUCE_MIN) &&
+         p->dtypes[OR_REDUCE_IN] == OR_F32 && p->dtypes[OR_REDUCE_OUT0] == OR_F32 && p->strides[OR_REDUCE_IN][0] == 4;
+}
+
+/* A row's extreme as a value, in any order: four lanes, then the tail; a
+ * NaN anywhere gives NaN. */
+#define OR_DEFINE_ROW_EXTREME(NAME, PICK, START, BETTER)                  \
+  ALWAYS_INLINE float NAME(const float *x, int64_t n) {                   \
+    v128_t m = wasm_f32x4_splat(START), nan = wasm_i32x4_splat(0);        \
+    int64_t j = 0;                                                        \
+    for (; j + 4 <= n; j += 4) {                                          \
+      const v128_t v = wasm_v128_load(x + j);                             \
+      m = PICK(m, v);                                                     \
+      nan = wasm_v128_or(nan, wasm_f32x4_ne(v, v));                       \
+    }                                                                     \
+    m = PICK(m, wasm_i32x4_shuffle(m, m, 2, 3, 0, 1));                    \
+    m = PICK(m, wasm_i32x4_shuffle(m, m, 1, 0, 3, 2));                    \
+    float r = wasm_f32x4_extract_lane(m, 0);                              \
+    int any_nan = wasm_v128_any_true(nan);                                \
+    for (; j < n; j++) {                                                  \
+      r = BETTER(x[j], r) ? x[j] : r;                                     \
+      any_nan |= x[j] != x[j];                                            \
+    }                                                                     \
+    return any_nan ? __builtin_nanf("") : r;                              \
+  }
+OR_DEFINE_ROW_EXTREME(row_max_f32, wasm_f32x4_pmax, -__builtin_inff(), GREATER)
+OR_DEFINE_ROW_EXTREME(row_min_f32, wasm_f32x4_pmin, __builtin_inff(), LESS)
+
+/* Four rows' element j as one vector. */
+ALWAYS_INLINE v128_t rows_at(const float *x, int64_t s, int64_t j) {
+  return wasm_f32x4_make(x[j], x[s + j], x[2 * s + j], x[3 * s + j]);
+}
+
+/* The rows along dimension 1 (p->sizes[1] of them, at `in` and `out`). */
+static void reduce_rows_f32(const or_reduce *p, const char *in, char *out) {
+  const int64_t n = p->sizes[0], rows = p->sizes[1];
+  const int64_t si = p->strides[OR_REDUCE_IN][1] / 4, so = p->strides[OR_REDUCE_OUT0][1];
+  const uint32_t op = p->op;
+  const float *x = (const float *)in;
+  int64_t r = 0;
+  if (op == OR_REDUCE_SUM || op == OR_REDUCE_MEAN) {
+    const v128_t count = wasm_f64x2_splat((double)n);
+    for (; n < OR_SHORT_SUM && r + 4 <= rows; r += 4) {
+      const float *q = x + r * si;
+      v128_t lo = wasm_f64x2_splat(0.0), hi = lo;
+      for (int64_t j = 0; j < n; j++) {
+        const v128_t v = rows_at(q, si, j);
+        lo = wasm_f64x2_add(lo, wasm_f64x2_promote_low_f32x4(v));
+        hi = wasm_f64x2_add(hi, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3)));
+      }
+      if (op == OR_REDUCE_MEAN) {
+        lo = wasm_f64x2_div(lo, count);
+        hi = wasm_f64x2_div(hi, count);
+      }
+      char *o = out + r * so;
+      *(float *)o = (float)wasm_f64x2_extract_lane(lo, 0);
+      *(float *)(o + so) = (float)wasm_f64x2_extract_lane(lo, 1);
+      *(float *)(o + 2 * so) = (float)wasm_f64x2_extract_lane(hi, 0);
+      *(float *)(o + 3 * so) = (float)wasm_f64x2_extract_lane(hi, 1);
+    }
+    for (; r < rows; r++) {
+      double t = 0.0;
+      if (n < OR_SHORT_SUM) {
+        for (int64_t j = 0; j < n; j++) t += (double)x[r * si + j];
+      } else {
+        t += sum_f32_contig(x + r * si, n);
+      }
+      *(float *)(out + r * so) = (float)(op == OR_REDUCE_MEAN ? t / (double)n : t);
+    }
+    return;
+  }
+  const int max = op == OR_REDUCE_MAX;
+  for (; r < rows; r++) {
+    const float *q = x + r * si;
+    const float e = n >= 512 ? (max ? max_f32_contig(q, n) : min_f32_contig(q, n))
+                             : (max ? row_max_f32(q, n) : row_min_f32(q, n));
+    char *o = out + r * so;
+    if (e == 0 || e != e) {
+      reduce_one_F(p, (const char *)q, o, o, n); /* which zero, which NaN: the element-by-element fold */
+    } else {
+      *(float *)o = e;
+    }
+  }
 }
 
 /* ---- sort ---- */
@@ -1653,7 +1759,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   char *out1 = p->noutputs > 1 ? device_ptr(p->data[OR_REDUCE_OUT1]) : out0; /* unused with one output */
   /* Output dimensions: [first, ndim), counted by an odometer; with columns
    * the first output dimension goes in tiles of OR_CHUNK. */
-  const uint32_t first = columns ? nr + 1 : nr;
+  const int by_rows = !columns && rows_f32(p);
+  const uint32_t first = columns || by_rows ? nr + 1 : nr;
   int64_t counter[OR_MAX_DIMS] = {0};
   for (;;) {
     if (op == OR_REDUCE_SORT) {
@@ -1667,6 +1774,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
         reduce_columns(p, in + t * p->strides[OR_REDUCE_IN][nr], out0 + t * p->strides[OR_REDUCE_OUT0][nr], nr, m,
                        count);
       }
+    } else if (by_rows) {
+      reduce_rows_f32(p, in, out0);
     } else if (p->compute == OR_COMPUTE_F64) {
       reduce_one_F(p, in, out0, out1, count);
     } else {

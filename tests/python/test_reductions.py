@@ -523,6 +523,32 @@ def test_column_sums_are_the_sequential_fold_in_double(rows):
     y = torch.randn(rows, 5, 8, generator=g)  # two reduced dimensions: rows come from an odometer
     expected = y.double().reshape(-1, 8).cumsum(0)[-1].float()
     assert torch.equal(y.to("openreg").sum((0, 1)).cpu(), expected)
+    z = torch.randn(1, 67, generator=g).expand(rows, 67)  # broadcast: one row read `rows` times
+    assert torch.equal(z.to("openreg").sum(0).cpu(), z.double().cumsum(0)[-1].float())
+
+
+@pytest.mark.parametrize("length", (1, 3, 4, 5, 16, 63, 64, 200))
+def test_short_row_sums_means_and_extremes_match_the_fold(length):
+    # Many contiguous float32 rows take a loop of their own (four rows at a time when short); a
+    # row below 64 elements is still summed in order in double from +0, and a longer one as
+    # before. 1031 rows: groups of four and a tail, split between workers.
+    g = torch.Generator().manual_seed(length)
+    x = torch.randn(1031, length, generator=g) * torch.logspace(-3, 3, length)
+    d = x.to("openreg")
+    for t, dt in ((x, d), (x[::2], d[::2]), (x.view(1031, 1, length), d.view(1031, 1, length))):
+        total = t.double().cumsum(-1)[..., -1]
+        if length < 64:
+            assert torch.equal(dt.sum(-1).cpu(), total.float())
+            assert torch.equal(dt.mean(-1).cpu(), (total / length).float())
+        else:
+            torch.testing.assert_close(dt.sum(-1).cpu(), total.float(), rtol=1e-5, atol=1e-3)  # terms to 3e3
+        assert torch.equal(dt.amax(-1).cpu(), t.amax(-1)) and torch.equal(dt.amin(-1).cpu(), t.amin(-1))
+    y = x.clone()
+    y[7, length // 2] = float("nan")
+    y[9] = float("-inf")
+    assert torch.equal(y.to("openreg").amax(1).cpu().nan_to_num(5.0), y.amax(1).nan_to_num(5.0))
+    sums = y.to("openreg").sum(1).cpu()
+    assert sums[7].isnan() and sums[9] == float("-inf") and torch.equal(sums[10:], d.sum(1).cpu()[10:])
 
 
 def _with_nans(x):
@@ -660,7 +686,8 @@ def test_extremes_keep_the_first_of_equal_zeros_and_the_nan_found(dtype):
     """Extremes fold 16 values a pass in SIMD lanes, which do not merge in the elements' order; an
     extreme of zero (-0 against +0) or a NaN is decided element by element, as CPU's: the first
     of equal zeros wins. Contiguous, strided and whole-tensor forms."""
-    for n in (40, 300, 1000):
+    # (short float32 rows take a loop of their own; CPU's float64 rows of 16 pick a lane's last zero)
+    for n in (6, 16, 40, 300, 1000) if dtype == torch.float32 else (40, 300, 1000):
         x = torch.full((4, n), -1.0, dtype=dtype)
         x[0, 1], x[0, 2] = 0.0, -0.0  # +0 first
         x[1, 5], x[1, n - 3] = -0.0, 0.0  # -0 first
