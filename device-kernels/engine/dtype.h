@@ -157,16 +157,16 @@ ALWAYS_INLINE uint16_t f32_to_bf16(float f) {
  * negation (f32 to f16: 1.15 ns per element on one worker, 0.5 with float
  * compares). */
 ALWAYS_INLINE v128_t f16x4_to_f32x4(v128_t h) {
+  /* The half's exponent and mantissa bits moved to float32's places read as
+   * the value times 2^-112 (a subnormal half as a subnormal float32, both
+   * exact), so one multiply by 2^112 rebiases every finite half; an
+   * exponent of all ones (at least 65536 after the multiply) becomes
+   * float32's, keeping the mantissa: infinity, or the NaN with its payload. */
+  const v128_t shifted = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
+  const v128_t scaled = wasm_f32x4_mul(shifted, wasm_f32x4_splat(5.192296858534828e+33f)); /* 2^112 */
+  const v128_t special = wasm_v128_and(wasm_f32x4_ge(scaled, wasm_f32x4_splat(65536.0f)), wasm_i32x4_splat(0x7f800000));
   const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
-  const v128_t e = wasm_v128_and(h, wasm_i32x4_splat(0x7c00));
-  const v128_t m = wasm_v128_and(h, wasm_i32x4_splat(0x3ff));
-  const v128_t normal =
-      wasm_i32x4_add(wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13), wasm_i32x4_splat(112 << 23));
-  const v128_t special = wasm_v128_or(wasm_i32x4_splat(0x7f800000), wasm_i32x4_shl(m, 13));
-  const v128_t subnormal = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(m), wasm_f32x4_splat(5.9604644775390625e-08f));
-  v128_t r = wasm_v128_bitselect(special, normal, wasm_i32x4_eq(e, wasm_i32x4_splat(0x7c00)));
-  r = wasm_v128_bitselect(subnormal, r, wasm_i32x4_eq(e, wasm_i32x4_splat(0)));
-  return wasm_v128_or(sign, r);
+  return wasm_v128_or(wasm_v128_or(scaled, special), sign);
 }
 
 ALWAYS_INLINE v128_t f32x4_to_f16x4(v128_t x) {
@@ -195,7 +195,7 @@ ALWAYS_INLINE v128_t f32x4_to_bf16x4(v128_t u) {
  * rest one by one. */
 ALWAYS_INLINE void halves_to_f32(float *dst, const uint16_t *q, int64_t n, int bf16) {
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
+  _Pragma("clang loop unroll_count(2)") for (; j + 8 <= n; j += 8) {
     const v128_t h = wasm_v128_load(q + j);
     const v128_t lo = wasm_u32x4_extend_low_u16x8(h), hi = wasm_u32x4_extend_high_u16x8(h);
     wasm_v128_store(dst + j, bf16 ? wasm_i32x4_shl(lo, 16) : f16x4_to_f32x4(lo));
@@ -208,7 +208,7 @@ ALWAYS_INLINE void halves_to_f32(float *dst, const uint16_t *q, int64_t n, int b
 
 ALWAYS_INLINE void f32_to_halves(uint16_t *q, const float *src, int64_t n, int bf16) {
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
+  _Pragma("clang loop unroll_count(2)") for (; j + 8 <= n; j += 8) {
     const v128_t lo = wasm_v128_load(src + j), hi = wasm_v128_load(src + j + 4);
     /* each lane holds 0..0xffff: the saturating narrow keeps it */
     wasm_v128_store(q + j, bf16 ? wasm_u16x8_narrow_i32x4(f32x4_to_bf16x4(lo), f32x4_to_bf16x4(hi))
@@ -517,6 +517,11 @@ ALWAYS_INLINE void halves_to_f64(double *dst, const uint16_t *q, int64_t n, int 
  * the compute type: one loop per dtype. */
 #define OR_DEFINE_ROWS(C, T)                                                                         \
   static inline void load_row_##C(T *dst, const char *p, int64_t stride, uint32_t dtype, int64_t m) {       \
+    if (stride == 0) { /* a broadcast value (a scalar operand): converted once */                   \
+      const T v = load_##C(p, dtype);                                                                \
+      _Pragma("clang loop interleave_count(4)") for (int64_t j = 0; j < m; j++) dst[j] = v;          \
+      return;                                                                                        \
+    }                                                                                                \
     switch (dtype) {                                                                                 \
     case NATIVE_##C:                                                                                 \
       if (stride == (int64_t)sizeof(T)) {                                                            \

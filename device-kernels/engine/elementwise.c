@@ -672,9 +672,11 @@ typedef void (*or_row)(char *const *ptr, const int64_t *st, int64_t n, const or_
     for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {                                                                    \
       const int64_t m = n - j0 < OR_CHUNK ? n - j0 : OR_CHUNK;                                                        \
       for (int k = 1; k <= ARITY; k++) {                                                                              \
-        load_row_##C(in[k - 1], ptr[k] + j0 * st[k], st[k], dt[k], m);                                               \
+        if (st[k] != 0 || j0 == 0) { /* a broadcast value (stride 0) fills its buffer once */                        \
+          load_row_##C(in[k - 1], ptr[k] + j0 * st[k], st[k], dt[k], m);                                             \
+        }                                                                                                             \
       }                                                                                                               \
-      for (int64_t j = 0; j < m; j++) {                                                                               \
+      _Pragma("clang loop interleave_count(4)") for (int64_t j = 0; j < m; j++) {                                     \
         const T a = ARITY >= 1 ? in[0][j] : (T)0;                                                                     \
         const T b = ARITY >= 2 ? in[1][j] : (T)0;                                                                     \
         const T c = ARITY >= 3 ? in[2][j] : (T)0;                                                                     \
@@ -1398,7 +1400,9 @@ ALWAYS_INLINE void v_row_f32(uint32_t op, float *out, const float *a, const floa
     for (int64_t j0 = 0; j0 < n; j0 += OR_CHUNK) {                                                       \
       const int64_t m = n - j0 < OR_CHUNK ? n - j0 : OR_CHUNK;                                           \
       for (int k = 1; k <= ARITY; k++) {                                                                 \
-        load_row_F32(in[k - 1], ptr[k] + j0 * st[k], st[k], dt[k], m);                                   \
+        if (st[k] != 0 || j0 == 0) { /* a broadcast value fills its buffer once */                      \
+          load_row_F32(in[k - 1], ptr[k] + j0 * st[k], st[k], dt[k], m);                                 \
+        }                                                                                                \
       }                                                                                                  \
       v_row_f32(OR_OP_##NAME, res, in[0], in[ARITY - 1], m);                                             \
       store_row_F32(ptr[0] + j0 * st[0], st[0], dt[0], res, m);                                          \
