@@ -1357,6 +1357,97 @@ static void reduce_rows_f32(const or_reduce *p, const char *in, char *out) {
   }
 }
 
+/*
+ * Cumulative sums and products of float32 into float32 (scan_F: a running
+ * value in double from +0.0 or 1.0, each output that value rounded) over
+ * many lines: one line at a time, each step waits on the last (about 4
+ * cycles an element), and lines down a strided dimension read one element
+ * a cache line. Lines side by side (dimension 1 contiguous, as for
+ * x.cumsum(0)) run across, a row of up to OR_SCAN_COLS lines at a time;
+ * contiguous lines (x.cumsum(-1)) run four at a time, one element of each a
+ * step. Each line's running value takes the same steps in the same order.
+ */
+#define OR_SCAN_COLS 64
+
+/* 1: contiguous lines, 2: lines side by side, 0: neither. */
+static int scan_lines_f32(const or_reduce *p) {
+  if (p->compute != OR_COMPUTE_F64 || (p->op != OR_REDUCE_CUMSUM && p->op != OR_REDUCE_CUMPROD) || p->nreduce != 1 ||
+      p->ndim < 2 || p->noutputs != 1 || p->dtypes[OR_REDUCE_IN] != OR_F32 || p->dtypes[OR_REDUCE_OUT0] != OR_F32) {
+    return 0;
+  }
+  if (p->strides[OR_REDUCE_IN][0] == 4 && p->strides[OR_REDUCE_OUT0][0] == 4) {
+    return 1;
+  }
+  return p->strides[OR_REDUCE_IN][1] == 4 && p->strides[OR_REDUCE_OUT0][1] == 4 ? 2 : 0;
+}
+
+ALWAYS_INLINE v128_t scan_step(v128_t v, v128_t x, int prod) {
+  return prod ? wasm_f64x2_mul(v, x) : wasm_f64x2_add(v, x);
+}
+
+/* Four running values (two vectors of double) rounded to float32. */
+ALWAYS_INLINE v128_t scan_round(v128_t lo, v128_t hi) {
+  return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
+}
+
+/* The lines along dimension 1 (p->sizes[1] of them), at `in` and `out`. */
+static void scan_f32(const or_reduce *p, const char *in, char *out, int layout) {
+  const int64_t n = p->sizes[0], lines = p->sizes[1];
+  const int prod = p->op == OR_REDUCE_CUMPROD;
+  const v128_t start = wasm_f64x2_splat(prod ? 1.0 : 0.0);
+  if (layout == 1) {
+    const int64_t si = p->strides[OR_REDUCE_IN][1] / 4, so = p->strides[OR_REDUCE_OUT0][1] / 4;
+    const float *x = (const float *)in;
+    float *y = (float *)out;
+    int64_t r = 0;
+    for (; r + 4 <= lines; r += 4) {
+      const float *q = x + r * si;
+      float *o = y + r * so;
+      v128_t lo = start, hi = start;
+      for (int64_t j = 0; j < n; j++) {
+        const v128_t v = rows_at(q, si, j);
+        lo = scan_step(lo, wasm_f64x2_promote_low_f32x4(v), prod);
+        hi = scan_step(hi, wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3)), prod);
+        const v128_t f = scan_round(lo, hi);
+        o[j] = wasm_f32x4_extract_lane(f, 0);
+        o[so + j] = wasm_f32x4_extract_lane(f, 1);
+        o[2 * so + j] = wasm_f32x4_extract_lane(f, 2);
+        o[3 * so + j] = wasm_f32x4_extract_lane(f, 3);
+      }
+    }
+    for (; r < lines; r++) {
+      double v = prod ? 1.0 : 0.0;
+      for (int64_t j = 0; j < n; j++) {
+        v = prod ? v * (double)x[r * si + j] : v + (double)x[r * si + j];
+        y[r * so + j] = (float)v;
+      }
+    }
+    return;
+  }
+  const int64_t si = p->strides[OR_REDUCE_IN][0], so = p->strides[OR_REDUCE_OUT0][0];
+  for (int64_t c = 0; c < lines; c += OR_SCAN_COLS) {
+    const int64_t w = lines - c < OR_SCAN_COLS ? lines - c : OR_SCAN_COLS, nv = (w + 3) / 4;
+    v128_t acc[OR_SCAN_COLS / 2];
+    for (int64_t q = 0; q < 2 * nv; q++) acc[q] = start;
+    for (int64_t i = 0; i < n; i++) {
+      const float *row = (const float *)(in + i * si) + c;
+      float *dst = (float *)(out + i * so) + c;
+      for (int64_t q = 0; q < nv; q++) {
+        const int whole = 4 * q + 4 <= w;
+        const v128_t v = whole ? wasm_v128_load(row + 4 * q) : load_f32_partial(row + 4 * q, w - 4 * q);
+        acc[2 * q] = scan_step(acc[2 * q], wasm_f64x2_promote_low_f32x4(v), prod);
+        acc[2 * q + 1] = scan_step(acc[2 * q + 1], wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3)), prod);
+        const v128_t f = scan_round(acc[2 * q], acc[2 * q + 1]);
+        if (whole) {
+          wasm_v128_store(dst + 4 * q, f);
+        } else {
+          store_f32_partial(dst + 4 * q, f, w - 4 * q);
+        }
+      }
+    }
+  }
+}
+
 /* ---- sort ---- */
 
 /* An element top k keeps: its value (as a double, or an int64 through the
@@ -1760,7 +1851,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   /* Output dimensions: [first, ndim), counted by an odometer; with columns
    * the first output dimension goes in tiles of OR_CHUNK. */
   const int by_rows = !columns && rows_f32(p);
-  const uint32_t first = columns || by_rows ? nr + 1 : nr;
+  const int scan_layout = columns ? 0 : scan_lines_f32(p);
+  const uint32_t first = columns || by_rows || scan_layout ? nr + 1 : nr;
   int64_t counter[OR_MAX_DIMS] = {0};
   for (;;) {
     if (op == OR_REDUCE_SORT) {
@@ -1776,6 +1868,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
       }
     } else if (by_rows) {
       reduce_rows_f32(p, in, out0);
+    } else if (scan_layout) {
+      scan_f32(p, in, out0, scan_layout);
     } else if (p->compute == OR_COMPUTE_F64) {
       reduce_one_F(p, in, out0, out1, count);
     } else {

@@ -551,6 +551,24 @@ def test_short_row_sums_means_and_extremes_match_the_fold(length):
     assert sums[7].isnan() and sums[9] == float("-inf") and torch.equal(sums[10:], d.sum(1).cpu()[10:])
 
 
+@pytest.mark.parametrize("shape, dim", [((1031, 37), 1), ((37, 1031), 0), ((5, 3, 70), 1), ((3, 70, 9), 1),
+                                        ((70, 2), 0), ((2, 70), 1)], ids=str)
+def test_float32_cumsum_and_cumprod_are_the_running_value_in_double(shape, dim):
+    # Lines side by side (dim 0 of a row-major matrix) run across a row at a time, contiguous
+    # lines four at a time: each output is still the line's running sum (product) in double from
+    # the first element, rounded once: CPU's float64 cumsum of the same values, rounded.
+    g = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=g) * 4
+    x.view(-1)[::41] = float("inf")
+    x.view(-1)[::97] = float("nan")
+    d = x.to("openreg")
+    for t, dt in ((x, d), (x.transpose(0, -1), d.transpose(0, -1))):
+        for k in range(t.dim()):
+            assert torch.equal(dt.cumsum(k).cpu().nan_to_num(7.0), t.double().cumsum(k).float().nan_to_num(7.0))
+    y = 1 + torch.rand(shape, generator=g) / 100
+    assert torch.equal(y.to("openreg").cumprod(dim).cpu(), y.double().cumprod(dim).float())
+
+
 def _with_nans(x):
     y = x.clone()
     y[..., 1] = float("nan")
