@@ -153,6 +153,24 @@ def test_nan_propagates_and_arg_ops_pick_the_first_extreme():
         _check(fn, x, exact=True)
 
 
+@pytest.mark.parametrize("shape, dim", [((301, 70), 0), ((5, 3), 0), ((4, 19, 6), 1), ((2, 130, 3, 3), 1)], ids=str)
+def test_arg_ops_across_lines_side_by_side_match_cpu(shape, dim):
+    # Along a dimension whose lines lie side by side (x.argmax(0)), a row of lines advances at a
+    # time: still the first index of the extreme, a NaN's if there is one, equal zeros the first.
+    g = torch.Generator().manual_seed(sum(shape))
+    x = torch.randint(-3, 4, shape, generator=g).float()
+    x.view(-1)[::7] = -0.0
+    x.view(-1)[::131] = float("nan")
+    x.view(-1)[::59] = float("-inf")
+    d = x.to("openreg")
+    for fn in (lambda t: t.argmax(dim), lambda t: t.argmin(dim)):
+        assert torch.equal(fn(d).cpu(), fn(x))
+    for fn in (lambda t: t.max(dim), lambda t: t.min(dim, keepdim=True)):
+        (v, i), (cv, ci) = fn(d), fn(x)
+        assert torch.equal(i.cpu(), ci)
+        assert torch.equal(v.cpu().nan_to_num(7.0), cv.nan_to_num(7.0)) and torch.equal(v.cpu().signbit(), cv.signbit())
+
+
 @pytest.mark.parametrize("length", (1, 3, 16, 17, 33, 100, 1000))
 def test_arg_ops_over_contiguous_float32_rows_match_cpu_and_the_strided_path(length):
     # Contiguous float32 rows find the extreme with SIMD and then its first position; strided rows
