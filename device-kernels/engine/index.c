@@ -127,7 +127,9 @@ ALWAYS_INLINE int64_t checked_index(const char *p, int64_t wrap, int64_t size) {
       for (int64_t i = 0; i < n; i++) *(U *)(dst + i * sd) = *(const U *)(src + i * sb);          \
       return;                                                                                     \
     }                                                                                             \
-    for (int64_t i = 0; i < n; i++) {                                                             \
+    /* eight elements a pass: the loop's pointers go through the stack at  \
+     * each pass (the watchdog's check), a chain of several cycles */       \
+    _Pragma("clang loop unroll_count(8)") for (int64_t i = 0; i < n; i++) {                      \
       const int64_t idx = checked_index(ip + i * si, wrap, size);                                 \
       *(U *)(dst + i * sd) = *(const U *)(base + i * sb + idx * stride);                          \
     }                                                                                             \
@@ -173,7 +175,7 @@ OR_DEFINE_GATHER_ROW(gather_row_8, uint64_t)
       }                                                                                           \
       return;                                                                                     \
     }                                                                                             \
-    for (int64_t i = 0; i < n; i++) {                                                             \
+    _Pragma("clang loop unroll_count(8)") for (int64_t i = 0; i < n; i++) {                      \
       const int64_t idx = checked_index(ip + i * si, wrap, size);                                 \
       U *o = (U *)(base + i * sb + idx * stride);                                                 \
       const U v = *(const U *)(src + i * sd);                                                     \
