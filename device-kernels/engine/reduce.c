@@ -1175,7 +1175,39 @@ NOINLINE static void extreme_rows_f32(float *acc, const float *const *rows, int 
 
 /* Outputs [0, m) along dimension `o` (the first output dimension, contiguous
  * in the input), all reduced together. */
+/* Integer sums down columns (a mask's count per column, `mask.sum(0)`):
+ * int64 accumulators that wrap, as reduce_one_I's, in any order the same. */
+static void reduce_columns_i64(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m) {
+  int64_t acc[OR_COLUMN_TILE], buf[OR_COLUMN_TILE];
+  for (int64_t j = 0; j < m; j++) acc[j] = 0;
+  const uint32_t nr = p->nreduce;
+  const int64_t es = p->strides[OR_REDUCE_IN][o];
+  int64_t counter[OR_MAX_DIMS] = {0};
+  const char *row = in;
+  for (;;) {
+    load_i64(buf, row, es, p->dtypes[OR_REDUCE_IN], m);
+    _Pragma("clang loop interleave_count(4)") for (int64_t j = 0; j < m; j++) acc[j] = ADD_I(acc[j], buf[j]);
+    uint32_t d = 0;
+    for (; d < nr; d++) {
+      row += p->strides[OR_REDUCE_IN][d];
+      if (++counter[d] < p->sizes[d]) {
+        break;
+      }
+      row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
+      counter[d] = 0;
+    }
+    if (d >= nr) {
+      break;
+    }
+  }
+  store_row_I64(out0, p->strides[OR_REDUCE_OUT0][o], p->dtypes[OR_REDUCE_OUT0], acc, m);
+}
+
 static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m, int64_t count) {
+  if (p->compute == OR_COMPUTE_I64) {
+    reduce_columns_i64(p, in, out0, o, m);
+    return;
+  }
   double acc[OR_COLUMN_TILE];
   union {
     double buf[OR_COLUMN_TILE];
@@ -1243,7 +1275,8 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
 /* Whether to run down columns: a simple float fold whose reduced rows are
  * strided while the first output dimension is contiguous in the input. */
 static int use_columns(const or_reduce *p) {
-  if (p->compute != OR_COMPUTE_F64 || !column_op(p->op) || p->nreduce == 0 || p->ndim <= p->nreduce) {
+  const int ints = p->compute == OR_COMPUTE_I64 && p->op == OR_REDUCE_SUM; /* reduce_columns_i64 */
+  if ((p->compute != OR_COMPUTE_F64 && !ints) || !column_op(p->op) || p->nreduce == 0 || p->ndim <= p->nreduce) {
     return 0;
   }
   const int64_t es = (int64_t)dtype_size(p->dtypes[OR_REDUCE_IN]);

@@ -133,6 +133,18 @@ def test_integer_sums_and_products_wrap_like_cpu():
     _check(lambda t: t.cumprod(1), torch.full((2, 50), 5, dtype=torch.int32))
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int32, torch.int64], ids=str)
+def test_integer_column_sums_match_cpu(dtype):
+    # Integer sums down columns (a mask's count per column) run a row at a time in int64, wrapping
+    # as CPU's do; several reduced dimensions come from an odometer.
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(37, 5, 70, generator=g)
+    t = x > 0 if dtype == torch.bool else (x * (1e18 if dtype == torch.int64 else 50)).to(dtype)
+    for dims in (0, (0, 1), 1):
+        assert torch.equal(t.to("openreg").sum(dims).cpu(), t.sum(dims)), dims
+    assert torch.equal(torch.count_nonzero(t.to("openreg"), 0).cpu(), torch.count_nonzero(t, 0))
+
+
 def test_nan_propagates_and_arg_ops_pick_the_first_extreme():
     x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 5.0, 5.0, -1.0], [-float("inf")] * 4])
     for fn in (
