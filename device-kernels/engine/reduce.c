@@ -1537,6 +1537,102 @@ static void arg_columns(const or_reduce *p, const char *in, char *out0, char *ou
   }
 }
 
+/*
+ * var, std and var_mean of float32 along a dimension whose lines lie side
+ * by side (x.var(0), BatchNorm1d's statistics): fold_F's chunks (OR_CHUNK
+ * elements from the line's start; the chunk's mean from sum_F's eight
+ * lanes, its squared deviations in order, merged by var_merge's formulas)
+ * computed for up to OR_VAR_COLS lines at once, two per vector of double,
+ * reading each chunk's rows twice from the cache instead of one strided
+ * element at a time. The same arithmetic in the same order per line.
+ */
+#define OR_VAR_COLS 32
+
+static int var_columns_f32(const or_reduce *p) {
+  return p->compute == OR_COMPUTE_F64 && p->op == OR_REDUCE_VAR && p->nreduce == 1 && p->ndim > 1 &&
+         p->dtypes[OR_REDUCE_IN] == OR_F32 && p->strides[OR_REDUCE_IN][1] == 4 && p->strides[OR_REDUCE_IN][0] != 4;
+}
+
+/* Columns 2q, 2q + 1 of a row of w float32 values, as doubles. */
+ALWAYS_INLINE v128_t var_pair(const char *row, int64_t q, int64_t w) {
+  const float *v = (const float *)row + 2 * q;
+  return 2 * q + 2 <= w ? wasm_f64x2_promote_low_f32x4(wasm_v128_load64_zero(v)) : wasm_f64x2_make((double)v[0], 0.0);
+}
+
+static void var_columns(const or_reduce *p, const char *in, char *out0, char *out1) {
+  const int64_t n = p->sizes[0], lines = p->sizes[1], si = p->strides[OR_REDUCE_IN][0];
+  for (int64_t c0 = 0; c0 < lines; c0 += OR_VAR_COLS) {
+    const int64_t w = lines - c0 < OR_VAR_COLS ? lines - c0 : OR_VAR_COLS, np = (w + 1) / 2;
+    const char *base = in + c0 * 4;
+    v128_t mean[OR_VAR_COLS / 2], m2sum[OR_VAR_COLS / 2];
+    int64_t seen = 0;
+    for (int64_t k0 = 0; k0 < n; k0 += OR_CHUNK) {
+      const int64_t m = n - k0 < OR_CHUNK ? n - k0 : OR_CHUNK;
+      const char *chunk = base + k0 * si;
+      v128_t lane[8][OR_VAR_COLS / 2], total[OR_VAR_COLS / 2];
+      for (int l = 0; l < 8; l++) {
+        for (int64_t q = 0; q < np; q++) lane[l][q] = wasm_f64x2_splat(0.0);
+      }
+      int64_t j = 0;
+      for (; j + 16 <= m; j += 16) { /* sum_F: lane l takes x[j + l] + x[j + 8 + l] */
+        for (int l = 0; l < 8; l++) {
+          const char *ra = chunk + (j + l) * si, *rb = chunk + (j + 8 + l) * si;
+          for (int64_t q = 0; q < np; q++) {
+            lane[l][q] = wasm_f64x2_add(lane[l][q], wasm_f64x2_add(var_pair(ra, q, w), var_pair(rb, q, w)));
+          }
+        }
+      }
+      for (int64_t q = 0; q < np; q++) {
+        const v128_t t0 = wasm_f64x2_add(wasm_f64x2_add(lane[0][q], lane[2][q]), wasm_f64x2_add(lane[4][q], lane[6][q]));
+        const v128_t t1 = wasm_f64x2_add(wasm_f64x2_add(lane[1][q], lane[3][q]), wasm_f64x2_add(lane[5][q], lane[7][q]));
+        total[q] = wasm_f64x2_add(t0, t1);
+      }
+      for (; j < m; j++) {
+        for (int64_t q = 0; q < np; q++) total[q] = wasm_f64x2_add(total[q], var_pair(chunk + j * si, q, w));
+      }
+      const v128_t count = wasm_f64x2_splat((double)m);
+      v128_t mc[OR_VAR_COLS / 2], m2[OR_VAR_COLS / 2];
+      for (int64_t q = 0; q < np; q++) {
+        mc[q] = wasm_f64x2_div(total[q], count);
+        m2[q] = wasm_f64x2_splat(0.0);
+      }
+      for (int64_t r = 0; r < m; r++) {
+        for (int64_t q = 0; q < np; q++) {
+          const v128_t d = wasm_f64x2_sub(var_pair(chunk + r * si, q, w), mc[q]);
+          m2[q] = wasm_f64x2_add(m2[q], wasm_f64x2_mul(d, d));
+        }
+      }
+      if (seen == 0) { /* var_merge */
+        for (int64_t q = 0; q < np; q++) {
+          mean[q] = mc[q];
+          m2sum[q] = m2[q];
+        }
+      } else {
+        const double before = (double)seen, all = before + (double)m;
+        const v128_t share = wasm_f64x2_splat((double)m / all), weight = wasm_f64x2_splat(before * (double)m / all);
+        for (int64_t q = 0; q < np; q++) {
+          const v128_t delta = wasm_f64x2_sub(mc[q], mean[q]);
+          mean[q] = wasm_f64x2_add(mean[q], wasm_f64x2_mul(delta, share));
+          m2sum[q] = wasm_f64x2_add(m2sum[q], wasm_f64x2_add(m2[q], wasm_f64x2_mul(wasm_f64x2_mul(delta, delta), weight)));
+        }
+      }
+      seen += m;
+    }
+    for (int64_t c = 0; c < w; c++) { /* finish_F's VAR */
+      const int64_t col = c0 + c;
+      const double dof = (double)n - p->args[0].f;
+      double v = ((const double *)m2sum)[c] / (dof > 0.0 ? dof : 0.0);
+      if (p->args[1].f != 0.0) {
+        v = __builtin_sqrt(v);
+      }
+      store_F64(out0 + col * p->strides[OR_REDUCE_OUT0][1], p->dtypes[OR_REDUCE_OUT0], v);
+      if (p->noutputs > 1) {
+        store_F64(out1 + col * p->strides[OR_REDUCE_OUT1][1], p->dtypes[OR_REDUCE_OUT1], ((const double *)mean)[c]);
+      }
+    }
+  }
+}
+
 /* ---- sort ---- */
 
 /* An element top k keeps: its value (as a double, or an int64 through the
@@ -1942,7 +2038,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   const int by_rows = !columns && rows_f32(p);
   const int scan_layout = columns ? 0 : scan_lines_f32(p);
   const int arg_cols = !columns && arg_columns_f32(p);
-  const uint32_t first = columns || by_rows || scan_layout || arg_cols ? nr + 1 : nr;
+  const int var_cols = !columns && var_columns_f32(p);
+  const uint32_t first = columns || by_rows || scan_layout || arg_cols || var_cols ? nr + 1 : nr;
   int64_t counter[OR_MAX_DIMS] = {0};
   for (;;) {
     if (op == OR_REDUCE_SORT) {
@@ -1962,6 +2059,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
       scan_f32(p, in, out0, scan_layout);
     } else if (arg_cols) {
       arg_columns(p, in, out0, out1);
+    } else if (var_cols) {
+      var_columns(p, in, out0, out1);
     } else if (p->compute == OR_COMPUTE_F64) {
       reduce_one_F(p, in, out0, out1, count);
     } else {
@@ -2161,6 +2260,64 @@ NOINLINE static void batch_backward_plane(const float *g, const float *x, float 
   }
 }
 
+/*
+ * Batch norm over (N, C) (a plane of one element, BatchNorm1d's input):
+ * channels lie side by side, so the planes' loops run across a block of
+ * channels a row at a time instead of calling batch_stats_plane (or
+ * batch_backward_plane) once per element. Per channel the same arithmetic
+ * in the same order: each plane's one element added in double, the product
+ * g (x - mean) in float32.
+ */
+#define OR_BATCH_COLS 64
+
+static void batch_stats_columns(const or_norm *p, const float *g, const float *x, const float *mean, float *sum_g,
+                                float *dot, int64_t lo, int64_t hi) {
+  const int64_t stride = p->plane_stride;
+  for (int64_t c0 = lo; c0 < hi; c0 += OR_BATCH_COLS) {
+    const int64_t w = hi - c0 < OR_BATCH_COLS ? hi - c0 : OR_BATCH_COLS, nv = (w + 3) / 4;
+    v128_t s[OR_BATCH_COLS / 2], d[OR_BATCH_COLS / 2], m[OR_BATCH_COLS / 4];
+    for (int64_t q = 0; q < nv; q++) {
+      m[q] = 4 * q + 4 <= w ? wasm_v128_load(mean + c0 + 4 * q) : load_f32_partial(mean + c0 + 4 * q, w - 4 * q);
+      s[2 * q] = s[2 * q + 1] = d[2 * q] = d[2 * q + 1] = wasm_f64x2_splat(0.0);
+    }
+    for (int64_t i = 0; i < p->planes; i++) {
+      const float *gr = g + i * stride + c0, *xr = x + i * stride + c0;
+      for (int64_t q = 0; q < nv; q++) {
+        const int whole = 4 * q + 4 <= w;
+        const v128_t gv = whole ? wasm_v128_load(gr + 4 * q) : load_f32_partial(gr + 4 * q, w - 4 * q);
+        const v128_t xv = whole ? wasm_v128_load(xr + 4 * q) : load_f32_partial(xr + 4 * q, w - 4 * q);
+        const v128_t t = wasm_f32x4_mul(gv, wasm_f32x4_sub(xv, m[q]));
+        s[2 * q] = wasm_f64x2_add(s[2 * q], wasm_f64x2_promote_low_f32x4(gv));
+        s[2 * q + 1] = wasm_f64x2_add(s[2 * q + 1], wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(gv, gv, 2, 3, 2, 3)));
+        d[2 * q] = wasm_f64x2_add(d[2 * q], wasm_f64x2_promote_low_f32x4(t));
+        d[2 * q + 1] = wasm_f64x2_add(d[2 * q + 1], wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(t, t, 2, 3, 2, 3)));
+      }
+    }
+    for (int64_t c = 0; c < w; c++) {
+      sum_g[c0 + c] = (float)((const double *)s)[c];
+      dot[c0 + c] = (float)((const double *)d)[c];
+    }
+  }
+}
+
+static void batch_backward_columns(const or_norm *p, const float *const *in, float *out, int64_t lo, int64_t hi) {
+  const int64_t stride = p->plane_stride;
+  for (int64_t i = 0; i < p->planes; i++) {
+    const float *gr = in[0] + i * stride, *xr = in[1] + i * stride;
+    float *o = out + i * stride;
+    int64_t c = lo;
+    for (; c + 4 <= hi; c += 4) {
+      const v128_t xv = wasm_v128_load(xr + c), gv = wasm_v128_load(gr + c);
+      const v128_t t = wasm_f32x4_mul(wasm_f32x4_sub(xv, wasm_v128_load(in[3] + c)), wasm_v128_load(in[4] + c));
+      wasm_v128_store(o + c, wasm_f32x4_add(t, wasm_f32x4_add(wasm_f32x4_mul(gv, wasm_v128_load(in[2] + c)),
+                                                              wasm_v128_load(in[5] + c))));
+    }
+    for (; c < hi; c++) {
+      o[c] = (xr[c] - in[3][c]) * in[4][c] + (gr[c] * in[2][c] + in[5][c]);
+    }
+  }
+}
+
 EXPORT(norm) void norm(const or_norm *params, int32_t worker, int32_t workers) {
   check_worker(worker, workers);
   const or_norm p = *params;
@@ -2193,6 +2350,14 @@ EXPORT(norm) void norm(const or_norm *params, int32_t worker, int32_t workers) {
     return;
   }
   split_range(p.groups, 1, worker, workers, &lo, &hi);
+  if (n == 1 && p.op == OR_NORM_BATCH_STATS) {
+    batch_stats_columns(&p, in[0], in[1], in[3], out[0], out[1], lo, hi);
+    return;
+  }
+  if (n == 1 && p.op == OR_NORM_BATCH_BACKWARD) {
+    batch_backward_columns(&p, in, out[0], lo, hi);
+    return;
+  }
   for (int64_t q = lo; q < hi; q++) {
     switch (p.op) {
     case OR_NORM_LAYER_FORWARD:

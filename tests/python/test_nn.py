@@ -294,10 +294,11 @@ def test_layer_norm_runs_as_norm_launches(length):
     assert {"norm (layer_forward)", "norm (layer_backward)", "norm (layer_params)"} <= kernels, kernels
 
 
-@pytest.mark.parametrize("shape", [(7, 3, 5, 3), (1, 4, 2, 2), (2, 5, 9), (6, 3)])
+@pytest.mark.parametrize("shape", [(7, 3, 5, 3), (1, 4, 2, 2), (2, 5, 9), (6, 3), (300, 70)])
 def test_batch_norm_backward_runs_as_two_norm_launches(shape):
     # training's input gradient: the channels' sums in one launch, the gradient in another;
-    # planes of a multiple of 4 elements or not, one sample, 1-d batch norm, (N, C) rows
+    # planes of a multiple of 4 elements or not, one sample, 1-d batch norm, (N, C) rows (whose
+    # channels run side by side, 64 at a time)
     g = torch.Generator().manual_seed(sum(shape))
     x = torch.randn(shape, generator=g) * 3 - 1
     w, b = torch.rand(shape[1], generator=g) + 0.5, torch.randn(shape[1], generator=g)

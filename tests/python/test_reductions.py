@@ -145,6 +145,24 @@ def test_integer_column_sums_match_cpu(dtype):
     assert torch.equal(torch.count_nonzero(t.to("openreg"), 0).cpu(), torch.count_nonzero(t, 0))
 
 
+@pytest.mark.parametrize("rows", (1, 5, 16, 300, 600))
+def test_variance_down_columns_is_the_line_fold_bit_for_bit(rows):
+    # var/std/var_mean along dim 0 of a row-major float32 matrix run across 32 lines at a time
+    # with the line fold's chunks (sum_F's lanes, squared deviations in order, Chan's merge): equal
+    # to the same values read as strided lines (every other column of a wider matrix), not only
+    # close to CPU's.
+    g = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 45, generator=g) * 5 + 3
+    wide = torch.zeros(rows, 90)
+    wide[:, ::2] = x
+    d, strided = x.to("openreg"), wide.to("openreg")[:, ::2]
+    for fn in (lambda t: t.var(0), lambda t: t.std(0, correction=0), lambda t: torch.var_mean(t, 0)[0],
+               lambda t: torch.var_mean(t, 0)[1]):
+        a, b = fn(d).cpu(), fn(strided).cpu()
+        assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0))
+        torch.testing.assert_close(a, fn(x), equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
 def test_nan_propagates_and_arg_ops_pick_the_first_extreme():
     x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 5.0, 5.0, -1.0], [-float("inf")] * 4])
     for fn in (
