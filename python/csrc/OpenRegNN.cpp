@@ -1189,9 +1189,16 @@ Tensor conv_input_grad(const Conv2d& c, const Tensor& weight, const Tensor& grad
   const Tensor gr = grad.reshape({c.N, g, c.O / g, P});
   Tensor cols_grad = at::empty({c.N, g, K, P}, grad.options());
   const Tensor w = weight.reshape({g, c.O / g, K});
-  for (int64_t gi = 0; gi < g; ++gi) {
-    Tensor cols_group = cols_grad.select(1, gi);
-    at::bmm_out(cols_group, w[gi].t().expand({c.N, K, c.O / g}), gr.select(1, gi));
+  if (c.O == g) {
+    // one output channel per group (a depthwise convolution): each group's
+    // product is an outer product, one broadcast multiply for all of them
+    // instead of a product of inner dimension 1 per group
+    at::mul_out(cols_grad, w.view({1, g, K, 1}), gr);
+  } else {
+    for (int64_t gi = 0; gi < g; ++gi) {
+      Tensor cols_group = cols_grad.select(1, gi);
+      at::bmm_out(cols_group, w[gi].t().expand({c.N, K, c.O / g}), gr.select(1, gi));
+    }
   }
   return col2im_sum(cols_grad.view({c.N, c.C, c.kh, c.kw, c.oh, c.ow}), c.H, c.W, c.padding, c.stride, c.dilation);
 }

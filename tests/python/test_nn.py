@@ -409,6 +409,8 @@ def test_conv2d_geometries(dtype):
         ((2, 3, 9, 8), (4, 3, 3, 3), {"padding": 1}),
         ((2, 4, 9, 8), (6, 2, 3, 2), {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2), "groups": 2}),
         ((1, 4, 7, 7), (4, 1, 3, 3), {"groups": 4, "padding": 2, "dilation": 2}),  # depthwise
+        ((2, 6, 6, 5), (6, 1, 3, 2), {"groups": 6, "stride": (1, 2), "padding": 1}),  # depthwise, input grad as one multiply
+        ((2, 3, 6, 6), (6, 1, 3, 3), {"groups": 3, "padding": 1}),  # two outputs per group
         ((3, 2, 5, 5), (5, 2, 1, 1), {"stride": 2}),
     ]
     for in_shape, w_shape, kw in cases:
