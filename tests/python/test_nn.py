@@ -411,6 +411,7 @@ def test_conv2d_geometries(dtype):
         ((1, 4, 7, 7), (4, 1, 3, 3), {"groups": 4, "padding": 2, "dilation": 2}),  # depthwise
         ((2, 6, 6, 5), (6, 1, 3, 2), {"groups": 6, "stride": (1, 2), "padding": 1}),  # depthwise, input grad as one multiply
         ((2, 3, 6, 6), (6, 1, 3, 3), {"groups": 3, "padding": 1}),  # two outputs per group
+        ((3, 5, 9, 7), (5, 1, 5, 3), {"groups": 5, "padding": (2, 0)}),  # depthwise, stride 1: whole planes
         ((3, 2, 5, 5), (5, 2, 1, 1), {"stride": 2}),
     ]
     for in_shape, w_shape, kw in cases:
@@ -655,6 +656,20 @@ def test_conv_transpose_matches_cpu(groups, dilation):
     _forward_backward(fn1, x[:, :, 0], dtype=torch.float32, tol={"rtol": 1e-5, "atol": 1e-5})
     with pytest.raises(RuntimeError):  # an output padding as large as the stride and the dilation, as CPU
         F.conv_transpose2d(x.to(DEV), w.to(DEV), stride=1, output_padding=1, groups=groups)
+
+
+def test_depthwise_conv_transpose_matches_cpu():
+    # one channel in and out per group: the forward is the depthwise input gradient (window
+    # products over whole planes with stride 1, the general products otherwise)
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(2, 6, 7, 5, generator=g)
+    w = torch.randn(6, 1, 3, 3, generator=g)
+    for kw in ({"stride": 1, "padding": 1}, {"stride": 2, "padding": 1, "output_padding": 1},
+               {"stride": 1, "dilation": 2}):
+        _forward_backward(lambda t: F.conv_transpose2d(t, w.to(t.device), groups=6, **kw), x, dtype=torch.float32,
+                          tol={"rtol": 1e-5, "atol": 1e-5})
+        _forward_backward(lambda t: F.conv_transpose2d(x.to(t.device), t, groups=6, **kw), w, dtype=torch.float32,
+                          tol={"rtol": 1e-5, "atol": 1e-4})
 
 
 def test_binary_cross_entropy_checks_its_range_and_the_device_stays_usable():
