@@ -1173,11 +1173,24 @@ NOINLINE static void extreme_rows_f32(float *acc, const float *const *rows, int 
   }
 }
 
-/* Outputs [0, m) along dimension `o` (the first output dimension, contiguous
- * in the input), all reduced together. */
+/* Moves `row` to the next row of the reduced dimensions [0, nreduce)
+ * (`counter` their odometer); returns nreduce after the last row. */
+ALWAYS_INLINE uint32_t next_reduced_row(const or_reduce *p, const char **row, int64_t *counter) {
+  uint32_t d = 0;
+  for (; d < p->nreduce; d++) {
+    *row += p->strides[OR_REDUCE_IN][d];
+    if (++counter[d] < p->sizes[d]) {
+      break;
+    }
+    *row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
+    counter[d] = 0;
+  }
+  return d;
+}
+
 /* Integer sums down columns (a mask's count per column, `mask.sum(0)`):
  * int64 accumulators that wrap, as reduce_one_I's, in any order the same. */
-static void reduce_columns_i64(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m) {
+NOINLINE static void reduce_columns_i64(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m) {
   int64_t acc[OR_COLUMN_TILE], buf[OR_COLUMN_TILE];
   for (int64_t j = 0; j < m; j++) acc[j] = 0;
   const uint32_t nr = p->nreduce;
@@ -1187,15 +1200,7 @@ static void reduce_columns_i64(const or_reduce *p, const char *in, char *out0, u
   for (;;) {
     load_i64(buf, row, es, p->dtypes[OR_REDUCE_IN], m);
     _Pragma("clang loop interleave_count(4)") for (int64_t j = 0; j < m; j++) acc[j] = ADD_I(acc[j], buf[j]);
-    uint32_t d = 0;
-    for (; d < nr; d++) {
-      row += p->strides[OR_REDUCE_IN][d];
-      if (++counter[d] < p->sizes[d]) {
-        break;
-      }
-      row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
-      counter[d] = 0;
-    }
+    const uint32_t d = next_reduced_row(p, &row, counter);
     if (d >= nr) {
       break;
     }
@@ -1203,6 +1208,8 @@ static void reduce_columns_i64(const or_reduce *p, const char *in, char *out0, u
   store_row_I64(out0, p->strides[OR_REDUCE_OUT0][o], p->dtypes[OR_REDUCE_OUT0], acc, m);
 }
 
+/* Outputs [0, m) along dimension `o` (the first output dimension, contiguous
+ * in the input), all reduced together. */
 static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint32_t o, int64_t m, int64_t count) {
   if (p->compute == OR_COMPUTE_I64) {
     reduce_columns_i64(p, in, out0, o, m);
@@ -1242,15 +1249,7 @@ static void reduce_columns(const or_reduce *p, const char *in, char *out0, uint3
       load_f64(buf, row, es, dt, m);
       combine_column(p->op, acc, buf, m);
     }
-    uint32_t d = 0;
-    for (; d < nr; d++) {
-      row += p->strides[OR_REDUCE_IN][d];
-      if (++counter[d] < p->sizes[d]) {
-        break;
-      }
-      row -= p->strides[OR_REDUCE_IN][d] * p->sizes[d];
-      counter[d] = 0;
-    }
+    const uint32_t d = next_reduced_row(p, &row, counter);
     if (pending == 4 || (pending > 0 && d >= nr)) {
       if (f32_sum) {
         add_rows_f32(acc, rows, pending, m);
@@ -2034,7 +2033,8 @@ EXPORT(reduce) void reduce(const or_reduce *params, int32_t worker, int32_t work
   char *out0 = device_ptr(p->data[OR_REDUCE_OUT0]);
   char *out1 = p->noutputs > 1 ? device_ptr(p->data[OR_REDUCE_OUT1]) : out0; /* unused with one output */
   /* Output dimensions: [first, ndim), counted by an odometer; with columns
-   * the first output dimension goes in tiles of OR_CHUNK. */
+   * the first output dimension goes in tiles of OR_COLUMN_TILE,
+   * and the loops across lines (rows, scans, arg ops, var) take it whole. */
   const int by_rows = !columns && rows_f32(p);
   const int scan_layout = columns ? 0 : scan_lines_f32(p);
   const int arg_cols = !columns && arg_columns_f32(p);

@@ -7,7 +7,9 @@
  * Forward: a pass for the line's maximum, one that sums exp(x - max) (and,
  * for softmax, writes it when out0 holds the compute type), one that writes
  * the result (logsumexp: one value per line, after the second pass).
- * Backward: a pass for the sum, one for the result. Maxima and sums run in
+ * Backward: a pass for the sum, one for the result. Lines side by side
+ * (a dimension other than the last) run across, up to OR_COLS at a time
+ * (columns_f32), with the same arithmetic per line. Maxima and sums run in
  * lanes (float32 sums: 16 lanes in double, element i in lane i % 16;
  * float64: 4) that combine in a fixed order: the result depends only
  * on the line, not on how lines are split or on its layout. Contiguous
@@ -507,12 +509,13 @@ static void columns_f32(const or_reduce *p, const char *in, char *y, char *out, 
   }
   const int softmax = p->op == OR_SOFTMAX_SOFTMAX || p->op == OR_SOFTMAX_SOFTMAX_LOGSUMEXP;
   cols_sums_f32(p, in, y, out, w, max, softmax, total);
-  /* each a loop of its own, so that it vectorizes */
   if (softmax) {
     for (int64_t c = 0; c < w4; c++) scale[c] = 1.0f / total[c];
   }
   if (forward && p->op != OR_SOFTMAX_SOFTMAX) {
-    for (int64_t c = 0; c < w4; c++) log_total[c] = m_log_f32(total[c]);
+    /* one at a time, as line_F32 takes it: a vectorized m_log_f32 could
+     * fuse its multiply-adds (relaxed SIMD) where the scalar one rounds twice */
+    _Pragma("clang loop vectorize(disable)") for (int64_t c = 0; c < w4; c++) log_total[c] = m_log_f32(total[c]);
   }
   if (p->op == OR_SOFTMAX_LOGSUMEXP) {
     for (int64_t c = 0; c < w; c++) *(float *)(out + 4 * c) = log_total[c] + lines_max[c];

@@ -1211,9 +1211,11 @@ Tensor conv_weight_grad(const Conv2d& c, const Tensor& x, const Tensor& grad) {
   if (depthwise_fits(c, x) && c.stride == Pair{1, 1}) {
     // every window of the padded input as planes read from an offset (one
     // overlapping view, the kernel's positions first, as depthwise_forward
-    // reads them) times grad widened to the padded width with zeros, summed
-    // over samples and positions: two launches over long rows instead of a
-    // product, a sum and a copy per channel
+    // reads them) times grad widened to the padded width, summed over
+    // samples and the real positions (the widened columns' products, of
+    // whatever the windows read there, are left out of the sum): two
+    // launches over long rows instead of a product, a sum and a copy per
+    // channel
     const Tensor xp =
         at::constant_pad_nd(x, {c.padding[1], c.padding[1], c.padding[0], c.padding[0] + 1}, 0).contiguous();
     const int64_t hp = xp.size(2), wp = xp.size(3);
@@ -1223,7 +1225,12 @@ Tensor conv_weight_grad(const Conv2d& c, const Tensor& x, const Tensor& grad) {
     const Tensor g = at::constant_pad_nd(grad.reshape({c.N, c.O, c.oh, c.ow}), {0, wp - c.ow}, 0);
     Tensor products = at::empty({c.kh, c.kw, c.N, c.C, c.oh * wp}, x.options());
     at::mul_out(products, windows, g.reshape({1, 1, c.N, c.O, c.oh * wp}));
-    return products.sum({2, 4}).permute({2, 0, 1}).contiguous().view({c.O, 1, c.kh, c.kw});
+    return products.view({c.kh, c.kw, c.N, c.C, c.oh, wp})
+        .narrow(5, 0, c.ow)
+        .sum({2, 4, 5})
+        .permute({2, 0, 1})
+        .contiguous()
+        .view({c.O, 1, c.kh, c.kw});
   }
   const int64_t g = c.groups;
   const Tensor cols = im2col(x, g, c.kh, c.kw, c.stride, c.padding, c.dilation, c.oh, c.ow);
@@ -1248,7 +1255,12 @@ Tensor conv_input_grad(const Conv2d& c, const Tensor& weight, const Tensor& grad
   const int64_t g = c.groups, P = c.oh * c.ow;
   const int64_t K = c.C / g * c.kh * c.kw;
   const Pair flipped_padding{c.dilation[0] * (c.kh - 1) - c.padding[0], c.dilation[1] * (c.kw - 1) - c.padding[1]};
-  if (depthwise_fits(c, grad) && c.stride == Pair{1, 1} && flipped_padding[0] >= 0 && flipped_padding[1] >= 0) {
+  // (a transposed convolution's output padding makes the input larger than
+  // that convolution's output: those take the products below)
+  const bool adjoint_fits = c.H == c.oh + flipped_padding[0] - c.padding[0] &&
+                            c.W == c.ow + flipped_padding[1] - c.padding[1];
+  if (depthwise_fits(c, grad) && c.stride == Pair{1, 1} && flipped_padding[0] >= 0 && flipped_padding[1] >= 0 &&
+      adjoint_fits) {
     // with stride 1, the depthwise convolution of grad with the flipped
     // kernels, padded by dilation (k - 1) - padding
     Conv2d adjoint = c;

@@ -665,11 +665,22 @@ def test_depthwise_conv_transpose_matches_cpu():
     x = torch.randn(2, 6, 7, 5, generator=g)
     w = torch.randn(6, 1, 3, 3, generator=g)
     for kw in ({"stride": 1, "padding": 1}, {"stride": 2, "padding": 1, "output_padding": 1},
-               {"stride": 1, "dilation": 2}):
+               {"stride": 1, "dilation": 2}, {"stride": 1, "dilation": 2, "output_padding": 1},
+               {"stride": 1, "dilation": 2, "padding": (0, 1), "output_padding": (0, 1)}):
         _forward_backward(lambda t: F.conv_transpose2d(t, w.to(t.device), groups=6, **kw), x, dtype=torch.float32,
                           tol={"rtol": 1e-5, "atol": 1e-5})
         _forward_backward(lambda t: F.conv_transpose2d(x.to(t.device), t, groups=6, **kw), w, dtype=torch.float32,
                           tol={"rtol": 1e-5, "atol": 1e-4})
+
+
+def test_depthwise_weight_gradient_keeps_an_infinity_to_the_windows_that_read_it():
+    # the weight gradient multiplies whole padded planes; the columns past each output row read
+    # input that no window of the convolution reads, and must stay out of the sums
+    x = torch.randn(2, 3, 5, 6)
+    x[:, :, 2, -1] = float("inf")
+    w = torch.randn(3, 1, 3, 3)
+    _forward_backward(lambda t: F.conv2d(x.to(t.device), t, groups=3, padding=1), w, dtype=torch.float32,
+                      tol={"rtol": 1e-5, "atol": 1e-4})
 
 
 def test_binary_cross_entropy_checks_its_range_and_the_device_stays_usable():
