@@ -703,16 +703,36 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward_kernel(const Tensor& grad
   const Tensor x = in_opmath(input).reshape({N, group, D, HxW});
   const Tensor g = in_opmath(grad_out).reshape({N, group, D, HxW});
   const Tensor r = in_opmath(rstd).reshape({N, group, 1, 1});
-  const Tensor xhat = (x - in_opmath(mean).reshape({N, group, 1, 1})).mul_(r);
+  const Tensor mu = in_opmath(mean).reshape({N, group, 1, 1});
+  Tensor xhat; // (x - mean) rstd, made when a step below needs it
+  const auto normalized = [&] {
+    if (!xhat.defined()) {
+      xhat = (x - mu).mul_(r);
+    }
+    return xhat;
+  };
   if (output_mask[0]) {
     const Tensor gw = defined(weight) ? g * in_opmath(*weight).reshape({1, group, D, 1}) : g;
-    Tensor gi = gw - gw.mean({2, 3}, /*keepdim=*/true);
-    gi.sub_(xhat * (gw * xhat).mean({2, 3}, /*keepdim=*/true)).mul_(r);
-    grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
+    const int64_t rows = N * group, length = D * HxW;
+    if (all_float({x, gw, r, mu}) && norm_kernel_fits(rows, rows * length)) {
+      // each group a row of layer norm's backward without a weight (the
+      // weight already in gw): one launch of the norm kernel for the steps
+      // below, rounded as there (the means summed in an order of their own)
+      Tensor gi = at::empty({rows, length}, x.options());
+      engine::launch_norm(engine::OR_NORM_LAYER_BACKWARD, rows, length, 1, 0, 0.0, {gi},
+                          {gw.contiguous(), x.contiguous(), Tensor(), mu.reshape({rows}).contiguous(),
+                           r.reshape({rows}).contiguous()});
+      grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
+    } else {
+      const Tensor xh = normalized();
+      Tensor gi = gw - gw.mean({2, 3}, /*keepdim=*/true);
+      gi.sub_(xh * (gw * xh).mean({2, 3}, /*keepdim=*/true)).mul_(r);
+      grad_input = gi.to(input.scalar_type()).reshape(input.sizes());
+    }
   }
   const at::ScalarType param_dtype = defined(weight) ? weight->scalar_type() : input.scalar_type();
   if (output_mask[1]) {
-    grad_weight = (g * xhat).sum({0, 3}).reshape({C}).to(param_dtype);
+    grad_weight = (g * normalized()).sum({0, 3}).reshape({C}).to(param_dtype);
   }
   if (output_mask[2]) {
     grad_bias = g.sum({0, 3}).reshape({C}).to(param_dtype);
