@@ -389,6 +389,22 @@ ALWAYS_INLINE void store_f32_partial(float *p, v128_t v, int64_t m) {
   for (int64_t t = 0; t < m; t++) p[t] = pad[t];
 }
 
+/* Vector q of a row of w float32 values (the last one padded with zeros),
+ * and back: the loops that run across lines side by side. */
+ALWAYS_INLINE v128_t cols_load(const void *row, int64_t q, int64_t w) {
+  const float *v = (const float *)row + 4 * q;
+  return 4 * q + 4 <= w ? wasm_v128_load(v) : load_f32_partial(v, w - 4 * q);
+}
+
+ALWAYS_INLINE void cols_store(void *row, int64_t q, int64_t w, v128_t x) {
+  float *v = (float *)row + 4 * q;
+  if (4 * q + 4 <= w) {
+    wasm_v128_store(v, x);
+  } else {
+    store_f32_partial(v, x, w - 4 * q);
+  }
+}
+
 /* Bytes (bool as 0 or 1, or uint8) widened to int64 or float32, sixteen
  * at a time, and float32 to int32 as float_to_i32 converts (a NaN or a
  * value out of int32's range gives INT32_MIN), four at a time. clang

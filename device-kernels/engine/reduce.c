@@ -1465,16 +1465,10 @@ static void scan_f32(const or_reduce *p, const char *in, char *out, int layout) 
       const float *row = (const float *)(in + i * si) + c;
       float *dst = (float *)(out + i * so) + c;
       for (int64_t q = 0; q < nv; q++) {
-        const int whole = 4 * q + 4 <= w;
-        const v128_t v = whole ? wasm_v128_load(row + 4 * q) : load_f32_partial(row + 4 * q, w - 4 * q);
+        const v128_t v = cols_load(row, q, w);
         acc[2 * q] = scan_step(acc[2 * q], wasm_f64x2_promote_low_f32x4(v), prod);
         acc[2 * q + 1] = scan_step(acc[2 * q + 1], wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3)), prod);
-        const v128_t f = scan_round(acc[2 * q], acc[2 * q + 1]);
-        if (whole) {
-          wasm_v128_store(dst + 4 * q, f);
-        } else {
-          store_f32_partial(dst + 4 * q, f, w - 4 * q);
-        }
+        cols_store(dst, q, w, scan_round(acc[2 * q], acc[2 * q + 1]));
       }
     }
   }
@@ -1515,7 +1509,7 @@ static void arg_columns(const or_reduce *p, const char *in, char *out0, char *ou
       const float *row = (const float *)(in + i * si) + c;
       const v128_t here = wasm_i32x4_splat((int32_t)i);
       for (int64_t q = 0; q < nv; q++) {
-        const v128_t x = 4 * q + 4 <= w ? wasm_v128_load(row + 4 * q) : load_f32_partial(row + 4 * q, w - 4 * q);
+        const v128_t x = cols_load(row, q, w);
         const v128_t better = max ? wasm_f32x4_gt(x, best[q]) : wasm_f32x4_lt(x, best[q]);
         const v128_t take = wasm_v128_and(wasm_f32x4_eq(best[q], best[q]), wasm_v128_or(better, wasm_f32x4_ne(x, x)));
         best[q] = wasm_v128_bitselect(x, best[q], take);
@@ -2277,15 +2271,13 @@ static void batch_stats_columns(const or_norm *p, const float *g, const float *x
     const int64_t w = hi - c0 < OR_BATCH_COLS ? hi - c0 : OR_BATCH_COLS, nv = (w + 3) / 4;
     v128_t s[OR_BATCH_COLS / 2], d[OR_BATCH_COLS / 2], m[OR_BATCH_COLS / 4];
     for (int64_t q = 0; q < nv; q++) {
-      m[q] = 4 * q + 4 <= w ? wasm_v128_load(mean + c0 + 4 * q) : load_f32_partial(mean + c0 + 4 * q, w - 4 * q);
+      m[q] = cols_load(mean + c0, q, w);
       s[2 * q] = s[2 * q + 1] = d[2 * q] = d[2 * q + 1] = wasm_f64x2_splat(0.0);
     }
     for (int64_t i = 0; i < p->planes; i++) {
       const float *gr = g + i * stride + c0, *xr = x + i * stride + c0;
       for (int64_t q = 0; q < nv; q++) {
-        const int whole = 4 * q + 4 <= w;
-        const v128_t gv = whole ? wasm_v128_load(gr + 4 * q) : load_f32_partial(gr + 4 * q, w - 4 * q);
-        const v128_t xv = whole ? wasm_v128_load(xr + 4 * q) : load_f32_partial(xr + 4 * q, w - 4 * q);
+        const v128_t gv = cols_load(gr, q, w), xv = cols_load(xr, q, w);
         const v128_t t = wasm_f32x4_mul(gv, wasm_f32x4_sub(xv, m[q]));
         s[2 * q] = wasm_f64x2_add(s[2 * q], wasm_f64x2_promote_low_f32x4(gv));
         s[2 * q + 1] = wasm_f64x2_add(s[2 * q + 1], wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(gv, gv, 2, 3, 2, 3)));

@@ -362,21 +362,6 @@ static void line_contig_f32(const or_reduce *p, const float *in, float *y, float
  */
 #define OR_COLS 64
 
-/* Vector q of a row of w values (the last one padded with zeros). */
-ALWAYS_INLINE v128_t cols_load(const char *row, int64_t q, int64_t w) {
-  const float *v = (const float *)row + 4 * q;
-  return 4 * q + 4 <= w ? wasm_v128_load(v) : load_f32_partial(v, w - 4 * q);
-}
-
-ALWAYS_INLINE void cols_store(char *row, int64_t q, int64_t w, v128_t x) {
-  float *v = (float *)row + 4 * q;
-  if (4 * q + 4 <= w) {
-    wasm_v128_store(v, x);
-  } else {
-    store_f32_partial(v, x, w - 4 * q);
-  }
-}
-
 /* line_F32's choice of a new maximum: a greater value or a NaN. */
 ALWAYS_INLINE v128_t cols_max_of(v128_t m, v128_t x) {
   return wasm_v128_bitselect(x, m, wasm_v128_or(wasm_f32x4_gt(x, m), wasm_f32x4_ne(x, x)));
