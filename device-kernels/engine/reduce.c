@@ -728,9 +728,169 @@ NOINLINE static void var_f32_contig(acc_f *a, const float *x, int64_t n) {
   }
 }
 
-/* A whole contiguous float32 row folded at once, for the ops above; 0 if
- * the row or op is not one of them. */
-static int fold_f32_row(const or_reduce *p, acc_f *a, const char *row, int64_t n, uint32_t dtype, int64_t stride) {
+/* ---- float16 and bfloat16 rows read contiguously ---- */
+
+/* The low (high) two float32 lanes of v widened to double. */
+ALWAYS_INLINE v128_t widen_low(v128_t v) {
+  return wasm_f64x2_promote_low_f32x4(v);
+}
+
+ALWAYS_INLINE v128_t widen_high(v128_t v) {
+  return wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+}
+
+/* Eight halves (float16, or bfloat16 when `bf16`) as two float32 vectors, exactly. */
+ALWAYS_INLINE void halves8_to_f32(v128_t h, int bf16, v128_t *lo, v128_t *hi) {
+  const v128_t l = wasm_u32x4_extend_low_u16x8(h), u = wasm_u32x4_extend_high_u16x8(h);
+  *lo = bf16 ? wasm_i32x4_shl(l, 16) : f16x4_to_f32x4(l);
+  *hi = bf16 ? wasm_i32x4_shl(u, 16) : f16x4_to_f32x4(u);
+}
+
+/* sum_F of a chunk of m halves at q, reading the halves themselves: the same
+ * lanes, the same additions in the same order as sum_F over the chunk
+ * widened to double (lane pair s0 takes x[j..j+1] + x[j+8..j+9], s1 the next
+ * two of each eight, ...), so the same bits, without the widened copy (a
+ * float16 sum spent two thirds of its time writing and rereading it). */
+#define OR_SUM_HALVES_STEP(j)                                                                  \
+  {                                                                                            \
+    v128_t a, b, c, d;                                                                         \
+    halves8_to_f32(wasm_v128_load(q + (j)), bf16, &a, &b);     /* x[j..j+3], x[j+4..j+7] */    \
+    halves8_to_f32(wasm_v128_load(q + (j) + 8), bf16, &c, &d); /* x[j+8..j+11], x[j+12..] */   \
+    s0 = wasm_f64x2_add(s0, wasm_f64x2_add(widen_low(a), widen_low(c)));                       \
+    s1 = wasm_f64x2_add(s1, wasm_f64x2_add(widen_high(a), widen_high(c)));                     \
+    s2 = wasm_f64x2_add(s2, wasm_f64x2_add(widen_low(b), widen_low(d)));                       \
+    s3 = wasm_f64x2_add(s3, wasm_f64x2_add(widen_high(b), widen_high(d)));                     \
+  }
+
+/* Two steps of 16 per pass: the sums go through the stack at each loop
+ * header (the epoch check). */
+ALWAYS_INLINE double sum_halves(const uint16_t *q, int64_t m, int bf16) {
+  v128_t s0 = wasm_f64x2_splat(0.0), s1 = s0, s2 = s0, s3 = s0;
+  int64_t j = 0;
+  for (; j + 32 <= m; j += 32) {
+    OR_SUM_HALVES_STEP(j)
+    OR_SUM_HALVES_STEP(j + 16)
+  }
+  if (j + 16 <= m) {
+    OR_SUM_HALVES_STEP(j)
+    j += 16;
+  }
+  const v128_t t = wasm_f64x2_add(wasm_f64x2_add(s0, s1), wasm_f64x2_add(s2, s3));
+  double total = wasm_f64x2_extract_lane(t, 0) + wasm_f64x2_extract_lane(t, 1);
+  for (; j < m; j++) {
+    total += (double)(bf16 ? bf16_to_f32(q[j]) : f16_to_f32(q[j]));
+  }
+  return total;
+}
+
+NOINLINE static double sum_f16_chunk(const uint16_t *q, int64_t m) {
+  return sum_halves(q, m, 0);
+}
+
+NOINLINE static double sum_bf16_chunk(const uint16_t *q, int64_t m) {
+  return sum_halves(q, m, 1);
+}
+
+/* The maximum (minimum) of a chunk of m > 0 halves at q, widened in
+ * registers: per-lane extremes of 16 values a pass and a record of any NaN
+ * (then NaN). A zero is returned as either zero: the caller refolds such a
+ * chunk element by element. */
+ALWAYS_INLINE float extreme_halves(const uint16_t *q, int64_t m, int bf16, int max) {
+  float r = bf16 ? bf16_to_f32(q[0]) : f16_to_f32(q[0]);
+  int64_t j = 0;
+  if (m >= 16) {
+    v128_t a, b, c, d;
+    halves8_to_f32(wasm_v128_load(q), bf16, &a, &b);
+    halves8_to_f32(wasm_v128_load(q + 8), bf16, &c, &d);
+    v128_t nan = wasm_v128_or(wasm_v128_or(wasm_f32x4_ne(a, a), wasm_f32x4_ne(b, b)),
+                              wasm_v128_or(wasm_f32x4_ne(c, c), wasm_f32x4_ne(d, d)));
+    for (j = 16; j + 16 <= m; j += 16) {
+      v128_t u0, u1, u2, u3;
+      halves8_to_f32(wasm_v128_load(q + j), bf16, &u0, &u1);
+      halves8_to_f32(wasm_v128_load(q + j + 8), bf16, &u2, &u3);
+      a = max ? wasm_f32x4_pmax(a, u0) : wasm_f32x4_pmin(a, u0);
+      b = max ? wasm_f32x4_pmax(b, u1) : wasm_f32x4_pmin(b, u1);
+      c = max ? wasm_f32x4_pmax(c, u2) : wasm_f32x4_pmin(c, u2);
+      d = max ? wasm_f32x4_pmax(d, u3) : wasm_f32x4_pmin(d, u3);
+      nan = wasm_v128_or(nan, wasm_v128_or(wasm_v128_or(wasm_f32x4_ne(u0, u0), wasm_f32x4_ne(u1, u1)),
+                                           wasm_v128_or(wasm_f32x4_ne(u2, u2), wasm_f32x4_ne(u3, u3))));
+    }
+    if (wasm_v128_any_true(nan)) {
+      return __builtin_nanf("");
+    }
+    a = max ? wasm_f32x4_pmax(wasm_f32x4_pmax(a, b), wasm_f32x4_pmax(c, d))
+            : wasm_f32x4_pmin(wasm_f32x4_pmin(a, b), wasm_f32x4_pmin(c, d));
+    for (int l = 0; l < 4; l++) {
+      const float y = wasm_f32x4_extract_lane(a, 0);
+      r = (max ? y > r : y < r) ? y : r;
+      a = wasm_i32x4_shuffle(a, a, 1, 2, 3, 0);
+    }
+  }
+  for (; j < m; j++) {
+    const float y = bf16 ? bf16_to_f32(q[j]) : f16_to_f32(q[j]);
+    r = (r != r) ? r : ((max ? y > r : y < r) || y != y) ? y : r;
+  }
+  return r;
+}
+
+NOINLINE static float extreme_f16_chunk(const uint16_t *q, int64_t m, int max) {
+  return max ? extreme_halves(q, m, 0, 1) : extreme_halves(q, m, 0, 0);
+}
+
+NOINLINE static float extreme_bf16_chunk(const uint16_t *q, int64_t m, int max) {
+  return max ? extreme_halves(q, m, 1, 1) : extreme_halves(q, m, 1, 0);
+}
+
+/* A chunk of halves whose extreme is zero or NaN, folded element by element
+ * as before (fold_common_F: fold_extremes_F leaves such chunks to it), its
+ * widened copy on a stack frame of its own. */
+NOINLINE static void refold_halves(uint32_t op, acc_f *a, const uint16_t *q, int64_t m, int64_t pos, int bf16) {
+  double x[OR_CHUNK];
+  if (bf16) { /* the flag a constant in each call: no test per step */
+    halves_to_f64(x, q, m, 1);
+  } else {
+    halves_to_f64(x, q, m, 0);
+  }
+  fold_common_F(op, a, x, m, pos);
+}
+
+/* A contiguous float16 or bfloat16 row, chunk by chunk as fold_slice_F cuts
+ * it: sums and means add sum_F's chunk totals (sum_halves); maxima and minima
+ * take each chunk's extreme in float32 lanes (extreme_halves) and merge it
+ * as a float32 row's is merged, a chunk whose extreme is zero or NaN (which
+ * zero, which NaN) folding element by element as before. 0 for other ops. */
+static int fold_halves_row(const or_reduce *p, acc_f *a, const uint16_t *q, int64_t n, int bf16) {
+  const uint32_t op = p->op;
+  if (op == OR_REDUCE_SUM || op == OR_REDUCE_MEAN) {
+    for (int64_t k = 0; k < n; k += OR_CHUNK) {
+      const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
+      a->v += bf16 ? sum_bf16_chunk(q + k, m) : sum_f16_chunk(q + k, m);
+    }
+    return 1;
+  }
+  if (op != OR_REDUCE_MAX && op != OR_REDUCE_MIN) {
+    return 0;
+  }
+  const int max = op == OR_REDUCE_MAX;
+  for (int64_t k = 0; k < n; k += OR_CHUNK) {
+    const int64_t m = n - k < OR_CHUNK ? n - k : OR_CHUNK;
+    const double y = (double)(bf16 ? extreme_bf16_chunk(q + k, m, max) : extreme_f16_chunk(q + k, m, max));
+    if (y == 0 || y != y) {
+      refold_halves(op, a, q + k, m, k, bf16);
+      continue;
+    }
+    a->v = a->v == a->v && (max ? y > a->v : y < a->v) ? y : a->v; /* a NaN in a stays */
+  }
+  return 1;
+}
+
+/* A whole contiguous float32 row folded at once, for the ops above (and a
+ * float16 or bfloat16 one for some: fold_halves_row); 0 if the row or op is
+ * not one of them. */
+static int fold_contig_row(const or_reduce *p, acc_f *a, const char *row, int64_t n, uint32_t dtype, int64_t stride) {
+  if ((dtype == OR_F16 || dtype == OR_BF16) && stride == 2) {
+    return fold_halves_row(p, a, (const uint16_t *)row, n, dtype == OR_BF16);
+  }
   if (dtype != OR_F32 || stride != 4) {
     return 0;
   }
@@ -924,7 +1084,7 @@ static int is_indexed_scan(uint32_t op) {
     finish_##S(p, &a, out0, out1, count);                                                         \
   }
 
-OR_DEFINE_FOLD_SLICE(F, double, acc_f, load_f64, fold_f32_row, OR_F64)
+OR_DEFINE_FOLD_SLICE(F, double, acc_f, load_f64, fold_contig_row, OR_F64)
 OR_DEFINE_FOLD_SLICE(I, int64_t, acc_i, load_i64, fold_bytes_row, OR_I64)
 OR_DEFINE_REDUCE_ONE(F, double, acc_f, load_f64, store_row_F64)
 OR_DEFINE_REDUCE_ONE(I, int64_t, acc_i, load_i64, store_row_I64)
@@ -1290,7 +1450,7 @@ static int use_columns(const or_reduce *p) {
  * calls and chunk set-up cost about 30 ns a row, more than summing 16
  * values. Rows of sums, means, maxima and minima of float32 into float32 go
  * through a loop of their own, short ones four rows at a time, with the
- * arithmetic fold_f32_row applies, so the bits are the same:
+ * arithmetic fold_contig_row applies, so the bits are the same:
  *   - a sum below 64 elements is sequential in double from +0.0 (the tail
  *     of sum_f32_contig), longer ones are sum_f32_contig's;
  *   - an extreme is a value whatever the order it is found in, unless it

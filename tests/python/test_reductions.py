@@ -772,3 +772,75 @@ def test_products_that_mix_zero_and_overflow_are_nan_like_cpu():
     _check(lambda t: t.prod(), x)
     _check(lambda t: t.view(1, -1).prod(1), x)
     _check(lambda t: t.double().pow(10).prod(), x[:32])
+
+
+def _same_bits(a, b):
+    """Equal bits (signed zeros told apart), NaNs equal whatever their payloads."""
+    inf = float("inf")
+    a, b = (t.nan_to_num(nan=7.0, posinf=inf, neginf=-inf).reshape(-1) for t in (a, b))
+    return a.dtype == b.dtype and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+def _lane_fold_sum(row):
+    """The device's sum of a row of floats (Python's doubles): chunks of 256 from the row's start,
+    each summed in eight lanes (lane pair v takes elements 2v, 2v + 1 and 2v + 8, 2v + 9 of each 16,
+    the pair's two added first), the lanes as (s0 + s1) + (s2 + s3) then lane 0 + lane 1, the
+    chunk's tail in turn; the chunks' sums added in turn."""
+    total = 0.0
+    for k in range(0, len(row), 256):
+        chunk = row[k:k + 256]
+        s = [[0.0, 0.0] for _ in range(4)]
+        j = 0
+        while j + 16 <= len(chunk):
+            for v in range(4):
+                for lane in range(2):
+                    s[v][lane] += chunk[j + 2 * v + lane] + chunk[j + 8 + 2 * v + lane]
+            j += 16
+        t = [(s[0][lane] + s[1][lane]) + (s[2][lane] + s[3][lane]) for lane in range(2)]
+        part = t[0] + t[1]
+        for value in chunk[j:]:
+            part += value
+        total += part
+    return total
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_rows_sum_in_the_lane_order_and_keep_exact_extremes(dtype):
+    """Contiguous float16 and bfloat16 rows are summed from the halves themselves, widened in
+    registers into the float64 lanes of the chunk fold, in its order: bfloat16 rows where the
+    order of float64 additions shows give the fold's sum (emulated here), rounded to the dtype. Their extremes are taken 256 values at a time in float32 lanes: exact, NaN
+    propagating, and the first of equal zeros winning as in float32's fold. Strided rows and
+    whole-tensor reductions too."""
+    g = torch.Generator().manual_seed(3)
+    for n in (2, 15, 16, 31, 33, 255, 256, 257, 1000, 4133):
+        if dtype == torch.bfloat16 and n >= 16:
+            # values of 64 to 127 (below half an ulp of 2^60) and, at a fifth of the positions,
+            # +-2^60 in pairs that cancel: which small values a running 2^60 swallows depends on
+            # the order of the additions, and the rounding of 2^60 + 200 against 2^60 + 100 + 100
+            # shows as 256 in the result
+            wide = torch.randint(64, 128, (4, n), generator=g).double()
+            wide *= torch.randint(0, 2, (4, n), generator=g) * 2 - 1
+            for r in range(4):
+                spots = torch.randperm(n, generator=g)[: max(2, n // 5) // 2 * 2]
+                wide[r, spots] = 2.0**60 * (torch.arange(len(spots)) % 2 * 2 - 1).double()
+            wide = wide.to(dtype)
+            expected = torch.tensor([_lane_fold_sum(r) for r in wide.double().tolist()], dtype=torch.float64)
+            assert _same_bits(wide.to("openreg").sum(1).cpu(), expected.to(dtype)), n
+        x = _values((6, n), dtype, seed=n)
+        x[1, n // 2] = float("nan")
+        x[2, n - 1] = float("inf")
+        x[3, 0] = float("-inf")
+        x[4], x[5] = -1.0, 1.0
+        if n > 17:  # equal zeros whose SIMD lanes are in the other order (positions 3 and 17)
+            x[4, 3], x[4, 17] = 0.0, -0.0
+            x[5, 3], x[5, 17] = -0.0, 0.0
+        d = x.to("openreg")
+        for fn in (lambda t: t.sum(1), lambda t: t.mean(1), lambda t: t[:, ::2].sum(1), lambda t: t.sum()):
+            # the widened rows take the float64 rows' fold: the same lanes, the same order
+            assert _same_bits(fn(d).cpu(), fn(d.double()).cpu().to(dtype)), (n, dtype)
+            torch.testing.assert_close(fn(d).cpu(), fn(x), equal_nan=True, rtol=1e-2, atol=1e-2)
+        for fn in (lambda t: t.amax(1), lambda t: t.amin(1), lambda t: t[:, 1:].amax(1), lambda t: t.amax()):
+            expected = fn(d.float()).cpu().to(dtype)
+            actual = fn(d).cpu()
+            assert _same_bits(actual, expected), (n, dtype)
+            torch.testing.assert_close(actual, fn(x), equal_nan=True)
