@@ -378,7 +378,9 @@ OR_DEFINE_MORE_OPS(double, f64, __builtin_fabs)
   X(I0E, 1, T, (T)m_bessel_i_f64(0, (double)a, 1))                                                    \
   X(I1, 1, T, (T)m_bessel_i_f64(1, (double)a, 0))                                                     \
   X(I1E, 1, T, (T)m_bessel_i_f64(1, (double)a, 1))                                                    \
-  X(RENORM_FACTOR, 1, T, a > A0 ? A0 / (a + (T)1e-7) : (T)1)
+  X(RENORM_FACTOR, 1, T, a > A0 ? A0 / (a + (T)1e-7) : (T)1)                                         \
+  X(CUBE, 1, T, (a * a) * a)                                                                          \
+  X(RECIPROCAL_SQUARE, 1, T, (T)1 / (a * a))
 
 /* Integer powers as CPU computes them: by squaring, wrapping; a negative
  * exponent gives 1 for base 1, +-1 for base -1, and 0 otherwise. */
@@ -568,7 +570,9 @@ ALWAYS_INLINE int64_t i_remainder(int64_t a, int64_t b) {
   X(I0E, 1, int64_t, (TRAP(), a))                                                                    \
   X(I1, 1, int64_t, (TRAP(), a))                                                                     \
   X(I1E, 1, int64_t, (TRAP(), a))                                                                    \
-  X(RENORM_FACTOR, 1, int64_t, (TRAP(), a))
+  X(RENORM_FACTOR, 1, int64_t, (TRAP(), a))                                                           \
+  X(CUBE, 1, int64_t, (TRAP(), a))                                                                    \
+  X(RECIPROCAL_SQUARE, 1, int64_t, (TRAP(), a))
 
 /* ---- row loops ---- */
 
@@ -1502,9 +1506,11 @@ static int convert_contig(char *out, uint32_t to, const char *in, uint32_t from,
     case OR_F64:
       f32_to_f64((double *)out, (const float *)in, n);
       return 1;
-    case OR_F16:
+    case OR_F16: /* the flag a constant in each call: one loop each, no test per step */
+      f32_to_halves((uint16_t *)out, (const float *)in, n, 0);
+      return 1;
     case OR_BF16:
-      f32_to_halves((uint16_t *)out, (const float *)in, n, to == OR_BF16);
+      f32_to_halves((uint16_t *)out, (const float *)in, n, 1);
       return 1;
     case OR_BOOL:
       f32_to_bool((uint8_t *)out, (const float *)in, n);
@@ -1522,8 +1528,10 @@ static int convert_contig(char *out, uint32_t to, const char *in, uint32_t from,
       f64_to_f32((float *)out, (const double *)in, n);
       return 1;
     case OR_F16:
+      halves_to_f32((float *)out, (const uint16_t *)in, n, 0);
+      return 1;
     case OR_BF16:
-      halves_to_f32((float *)out, (const uint16_t *)in, n, from == OR_BF16);
+      halves_to_f32((float *)out, (const uint16_t *)in, n, 1);
       return 1;
     case OR_BOOL:
     case OR_U8:

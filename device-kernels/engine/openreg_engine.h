@@ -208,7 +208,10 @@ enum or_compute {
   X(I0E, 1, FLOAT)                                                                            \
   X(I1, 1, FLOAT)                                                                             \
   X(I1E, 1, FLOAT)                                                                            \
-  X(RENORM_FACTOR, 1, FLOAT) /* a > args[0] ? args[0] / (a + 1e-7) : 1 (renorm's scale) */
+  X(RENORM_FACTOR, 1, FLOAT) /* a > args[0] ? args[0] / (a + 1e-7) : 1 (renorm's scale) */ \
+  /* (new ops go last: host/tests/runtime.rs launches ops by number) */                      \
+  X(CUBE, 1, FLOAT)              /* (a * a) * a: pow(a, 3) */                               \
+  X(RECIPROCAL_SQUARE, 1, FLOAT) /* 1 / (a * a): pow(a, -2) */
 
 enum or_kinds {
   OR_KINDS_ANY = 0,

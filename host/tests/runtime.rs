@@ -99,7 +99,8 @@ impl Elementwise {
     }
 }
 
-/// `or_op` and `or_compute` values used below.
+/// `or_op` and `or_compute` values used below: the ops' positions in
+/// openreg_engine.h's OR_ELEMENTWISE_OPS (new ops go at its end).
 const OP_COPY: u32 = 1;
 const OP_ADD: u32 = 19;
 const OP_GT: u32 = 29;

@@ -160,8 +160,9 @@ void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bou
 // with other = x for threshold and (x, other) = (self, grad_output) for its backward.
 // As ATen's pow_Tensor_Scalar_out and its CPU kernel: exponent 0 is a fill and
 // 1 a copy; for a floating result 2, 3, -2 and -1 are products and quotients
-// (x * x, x * x * x, 1 / (x * x), 1 / x), which give CPU's values bit for bit
-// at a fraction of pow's cost (x.square() is pow(x, 2)). 0.5 is a sqrt for
+// (x * x, x * x * x, 1 / (x * x), 1 / x: 3 and -2 one engine op each), which
+// give CPU's values bit for bit at a fraction of pow's cost (x.square() is
+// pow(x, 2)). 0.5 is a sqrt for
 // float32, float64 and bfloat16, as on CPU (-0 stays -0 and -inf gives NaN,
 // where pow would give 0 and inf); float16's stays a pow, as CPU's does, and
 // so does an integer base with a float result (`arange(9) ** 0.5`), whose
@@ -183,13 +184,16 @@ void pow_scalar_impl(TensorIteratorBase& iter, const Tensor& base, const Scalar&
         at::mul_out(const_cast<Tensor&>(out), base, base);
         return;
       }
+      if ((e == 3.0 || e == -2.0) && out.scalar_type() != at::kBFloat16) {
+        // one pass of the engine, in the compute type: float16's in float32,
+        // rounded once, which CPU's powf gives for every half
+        launch_elementwise(iter, e == 3.0 ? OR_OP_CUBE : OR_OP_RECIPROCAL_SQUARE);
+        return;
+      }
       if (e == 3.0 || e == -2.0) {
-        // two steps; CPU takes float16's in float32 (rounded once) and
-        // bfloat16's in bfloat16 (rounded after each)
-        const Tensor b = base.scalar_type() == at::kHalf ? base.to(at::kFloat) : base;
-        const Tensor square = at::mul(b, b);
-        const Tensor result = e == 3.0 ? square.mul_(b) : square.reciprocal_();
-        const_cast<Tensor&>(out).copy_(result);
+        // bfloat16's in two steps: CPU rounds it after each
+        const Tensor square = at::mul(base, base);
+        const_cast<Tensor&>(out).copy_(e == 3.0 ? square.mul_(base) : square.reciprocal_());
         return;
       }
       if (e == -1.0) {
