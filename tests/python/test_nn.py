@@ -419,7 +419,12 @@ def test_conv2d_geometries(dtype):
         w = torch.randn(w_shape, generator=g).to(dtype)
         b = torch.randn(w_shape[0], generator=g).to(dtype)
         _forward_backward(lambda t: F.conv2d(t, w.to(t.device), b.to(t.device), **kw), x, dtype=dtype)
-        _forward_backward(lambda t: F.conv2d(x.to(t.device), t, **kw), w, dtype=dtype)  # the weight's gradient
+        # The weight's gradient: each bfloat16 element sums one product per output position (135
+        # in the 5x3 depthwise case), and CPU's kernels round them differently by host (with
+        # AVX512-BF16 or without: on a Zen 3 host the device differed from CPU by 0.029 in one of
+        # 75 elements, both within 0.07 of the float64 gradient): compared within 0.05.
+        _forward_backward(lambda t: F.conv2d(x.to(t.device), t, **kw), w, dtype=dtype,
+                          tol={"rtol": 5e-2, "atol": 5e-2} if dtype == torch.bfloat16 else None)
     x1, w1 = torch.randn(2, 3, 20, generator=g).to(dtype), torch.randn(4, 3, 5, generator=g).to(dtype)
     _forward_backward(lambda t: F.conv1d(t, w1.to(t.device), stride=3, padding=2), x1, dtype=dtype)
 
