@@ -162,11 +162,10 @@ void clamp_bound_impl(TensorIteratorBase& iter, const Tensor&, const Scalar& bou
 // 1 a copy; for a floating result 2, 3, -2 and -1 are products and quotients
 // (x * x, x * x * x, 1 / (x * x), 1 / x: 3 and -2 one engine op each), which
 // give CPU's values bit for bit at a fraction of pow's cost (x.square() is
-// pow(x, 2)). 0.5 is a sqrt for
-// float32, float64 and bfloat16, as on CPU (-0 stays -0 and -inf gives NaN,
-// where pow would give 0 and inf); float16's stays a pow, as CPU's does, and
-// so does an integer base with a float result (`arange(9) ** 0.5`), whose
-// pow in double rounds to the same values.
+// pow(x, 2)). 0.5 is a sqrt for float32, float64 and bfloat16, as on CPU (-0
+// stays -0 and -inf gives NaN, where pow would give 0 and inf); float16's
+// stays a pow, as CPU's does, and so does an integer base with a float result
+// (`arange(9) ** 0.5`), whose pow in double rounds to the same values.
 void pow_scalar_impl(TensorIteratorBase& iter, const Tensor& base, const Scalar& exponent) {
   const Tensor& out = iter.output(0);
   if (!exponent.isComplex()) {

@@ -808,9 +808,10 @@ def _lane_fold_sum(row):
 def test_half_rows_sum_in_the_lane_order_and_keep_exact_extremes(dtype):
     """Contiguous float16 and bfloat16 rows are summed from the halves themselves, widened in
     registers into the float64 lanes of the chunk fold, in its order: bfloat16 rows where the
-    order of float64 additions shows give the fold's sum (emulated here), rounded to the dtype. Their extremes are taken 256 values at a time in float32 lanes: exact, NaN
-    propagating, and the first of equal zeros winning as in float32's fold. Strided rows and
-    whole-tensor reductions too."""
+    order of float64 additions shows give the fold's sum (emulated here), rounded to the dtype.
+    Their extremes are taken 256 values at a time in float32 lanes: exact, NaN propagating, and
+    the first of equal zeros winning as in float32's fold. Strided rows and whole-tensor
+    reductions too."""
     g = torch.Generator().manual_seed(3)
     for n in (2, 15, 16, 31, 33, 255, 256, 257, 1000, 4133):
         if dtype == torch.bfloat16 and n >= 16:
