@@ -191,15 +191,22 @@ ALWAYS_INLINE v128_t f32x4_to_bf16x4(v128_t u) {
   return wasm_v128_bitselect(nan, rounded, wasm_f32x4_ne(u, u));
 }
 
+/* Eight halves (float16, or bfloat16 when `bf16`) as two float32 vectors, exactly. */
+ALWAYS_INLINE void halves8_to_f32(v128_t h, int bf16, v128_t *lo, v128_t *hi) {
+  const v128_t l = wasm_u32x4_extend_low_u16x8(h), u = wasm_u32x4_extend_high_u16x8(h);
+  *lo = bf16 ? wasm_i32x4_shl(l, 16) : f16x4_to_f32x4(l);
+  *hi = bf16 ? wasm_i32x4_shl(u, 16) : f16x4_to_f32x4(u);
+}
+
 /* n halves at q (contiguous) to float32, and back: eight per step, the
  * rest one by one. */
 ALWAYS_INLINE void halves_to_f32(float *dst, const uint16_t *q, int64_t n, int bf16) {
   int64_t j = 0;
   _Pragma("clang loop unroll_count(2)") for (; j + 8 <= n; j += 8) {
-    const v128_t h = wasm_v128_load(q + j);
-    const v128_t lo = wasm_u32x4_extend_low_u16x8(h), hi = wasm_u32x4_extend_high_u16x8(h);
-    wasm_v128_store(dst + j, bf16 ? wasm_i32x4_shl(lo, 16) : f16x4_to_f32x4(lo));
-    wasm_v128_store(dst + j + 4, bf16 ? wasm_i32x4_shl(hi, 16) : f16x4_to_f32x4(hi));
+    v128_t lo, hi;
+    halves8_to_f32(wasm_v128_load(q + j), bf16, &lo, &hi);
+    wasm_v128_store(dst + j, lo);
+    wasm_v128_store(dst + j + 4, hi);
   }
   for (; j < n; j++) {
     dst[j] = bf16 ? bf16_to_f32(q[j]) : f16_to_f32(q[j]);

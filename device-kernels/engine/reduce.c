@@ -739,13 +739,6 @@ ALWAYS_INLINE v128_t widen_high(v128_t v) {
   return wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
 }
 
-/* Eight halves (float16, or bfloat16 when `bf16`) as two float32 vectors, exactly. */
-ALWAYS_INLINE void halves8_to_f32(v128_t h, int bf16, v128_t *lo, v128_t *hi) {
-  const v128_t l = wasm_u32x4_extend_low_u16x8(h), u = wasm_u32x4_extend_high_u16x8(h);
-  *lo = bf16 ? wasm_i32x4_shl(l, 16) : f16x4_to_f32x4(l);
-  *hi = bf16 ? wasm_i32x4_shl(u, 16) : f16x4_to_f32x4(u);
-}
-
 /* sum_F of a chunk of m halves at q, reading the halves themselves: the same
  * lanes, the same additions in the same order as sum_F over the chunk
  * widened to double (lane pair s0 takes x[j..j+1] + x[j+8..j+9], s1 the next
