@@ -8,7 +8,10 @@
 //! | `OPENREG_KERNEL_TIMEOUT_MS` | watchdog limit for one kernel launch | 30000 |
 //! | `OPENREG_DEVICE_THREADS` | worker threads per device, for parallel launches (1 to 16) | the host's cores, at most 16 |
 //! | `OPENREG_PERF_MAP` | `1` writes `/tmp/perf-<pid>.map`, so `perf` names the wasm functions it samples | 0 |
+//! | `OPENREG_COMPILE_CACHE` | `0` compiles the built-in modules in every process instead of keeping their machine code in `$OPENREG_CACHE_DIR/compiled` | 1 |
+//! | `OPENREG_CACHE_DIR` | the cache directory, shared with `torch_openreg.kernels` | `$XDG_CACHE_HOME/torch_openreg`, else `~/.cache/torch_openreg` |
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Bytes, Error, Result};
@@ -30,6 +33,10 @@ pub struct Config {
     /// Whether compiled wasm functions are listed in `/tmp/perf-<pid>.map`
     /// for Linux `perf` (wasmtime's perf map).
     pub perf_map: bool,
+    /// Where the built-in modules' machine code is kept between processes, so
+    /// that only the first process after a build compiles them (about a second
+    /// and a half on two cores). `None` compiles them in every process.
+    pub compile_cache: Option<PathBuf>,
 }
 
 /// The largest memory a 32-bit device can have.
@@ -54,6 +61,7 @@ impl Default for Config {
             kernel_timeout: Duration::from_secs(30),
             workers: default_workers(),
             perf_map: false,
+            compile_cache: None,
         }
     }
 }
@@ -97,6 +105,11 @@ impl Config {
                 reason: "expected a whole number of threads".into(),
             })?;
         }
+        let cache = match env("OPENREG_COMPILE_CACHE") {
+            Some(v) => flag("OPENREG_COMPILE_CACHE", v)?,
+            None => true,
+        };
+        config.compile_cache = cache.then(user_cache_dir).flatten().map(|dir| dir.join("compiled"));
         config.validate()?;
         Ok(config)
     }
@@ -139,6 +152,17 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `$OPENREG_CACHE_DIR`, else `torch_openreg` in `$XDG_CACHE_HOME` or
+/// `~/.cache`: where `torch_openreg.kernels` keeps its builds too.
+fn user_cache_dir() -> Option<PathBuf> {
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = var("OPENREG_CACHE_DIR") {
+        return Some(dir);
+    }
+    let base = var("XDG_CACHE_HOME").or_else(|| std::env::home_dir().map(|home| home.join(".cache")))?;
+    Some(base.join("torch_openreg"))
 }
 
 fn env(name: &str) -> Option<String> {

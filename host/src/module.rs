@@ -30,6 +30,8 @@
 //! the device checks its static range against the modules already there.
 
 use std::borrow::Cow;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
 
 use wasm_encoder::reencode::{Reencode, RoundtripReencoder};
 use wasmparser::{DataKind, ExternalKind, KnownCustom, Name, Operator, Parser, Payload, TypeRef, ValType};
@@ -66,8 +68,17 @@ struct GlobalInfo {
     init: Option<u64>,
 }
 
-/// Checks, rewrites and compiles a module (binary or text format).
-pub(crate) fn prepare(engine: &wasmtime::Engine, name: &str, wasm: &[u8], memory64: bool) -> Result<KernelModule> {
+/// Checks, rewrites and compiles a module (binary or text format). With
+/// `cache`, the machine code is looked up there first and kept there after
+/// compiling (see [`compile_cached`]); only modules that ship inside this
+/// library are given one.
+pub(crate) fn prepare(
+    engine: &wasmtime::Engine,
+    name: &str,
+    wasm: &[u8],
+    memory64: bool,
+    cache: Option<&Path>,
+) -> Result<KernelModule> {
     let invalid = |reason: String| Error::InvalidModule { module: name.to_string(), reason };
     if wasm.len() > MAX_MODULE_BYTES {
         return Err(invalid(format!(
@@ -80,7 +91,13 @@ pub(crate) fn prepare(engine: &wasmtime::Engine, name: &str, wasm: &[u8], memory
     let parsed = scan(&bytes, memory64).map_err(invalid)?;
 
     let rewritten = rewrite(&bytes, parsed.stack_pointer, memory64).map_err(invalid)?;
-    let module = wasmtime::Module::new(engine, &rewritten).map_err(|e| invalid(format!("{e:#}")))?;
+    let module = match cache {
+        Some(dir) => {
+            compile_cached(engine, &format!("{name}-wasm{}-", if memory64 { 64 } else { 32 }), &rewritten, dir)
+        }
+        None => wasmtime::Module::new(engine, &rewritten),
+    }
+    .map_err(|e| invalid(format!("{e:#}")))?;
     Ok(KernelModule {
         name: name.to_string(),
         module,
@@ -88,6 +105,75 @@ pub(crate) fn prepare(engine: &wasmtime::Engine, name: &str, wasm: &[u8], memory
         static_range: parsed.static_range,
         has_stack_pointer: parsed.stack_pointer.is_some(),
     })
+}
+
+/// Compiles `wasm`, or loads the machine code an earlier process kept in `dir`
+/// for the same bytes and the same engine settings (wasmtime's version, its
+/// configuration and the CPU features it compiles for, all in
+/// `precompile_compatibility_hash`). A file is the serialized module followed
+/// by a checksum of it. One that is missing, unreadable, damaged (the
+/// checksum differs) or rejected by wasmtime only means compiling; a cache
+/// that cannot be written is skipped. Files are written whole and renamed
+/// into place, so a reader never sees half of one. Each `stem` (a module's
+/// name and address width) keeps one file, the latest.
+fn compile_cached(
+    engine: &wasmtime::Engine,
+    stem: &str,
+    wasm: &[u8],
+    dir: &Path,
+) -> wasmtime::Result<wasmtime::Module> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    wasm.hash(&mut hasher);
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let path = dir.join(format!("{stem}{}-{:016x}.cwasm", wasm.len(), hasher.finish()));
+    if let Some(code) = std::fs::read(&path).ok().as_deref().and_then(checked) {
+        // SAFETY: wasmtime runs this machine code as it is. Only this function
+        // writes these files, from `Module::serialize` of the same bytes under
+        // the same engine settings (the name says both), and only whole (the
+        // rename below); the checksum rules out a damaged file, and wasmtime
+        // checks its version and settings again. The directory is the user's
+        // own cache, as trusted as their Python environment: whoever can write
+        // there can rewrite the library too (docs/security.md).
+        if let Ok(module) = unsafe { wasmtime::Module::deserialize(engine, code) } {
+            return Ok(module);
+        }
+    }
+    let module = wasmtime::Module::new(engine, wasm)?;
+    if let Ok(code) = module.serialize() {
+        let _ = keep(dir, stem, &path, code);
+    }
+    Ok(module)
+}
+
+fn checksum(code: &[u8]) -> [u8; 8] {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    hasher.write(code);
+    hasher.finish().to_le_bytes()
+}
+
+/// A cache file's code, if its checksum is right.
+fn checked(file: &[u8]) -> Option<&[u8]> {
+    let (code, sum) = file.split_at_checked(file.len().checked_sub(8)?)?;
+    (checksum(code) == sum).then_some(code)
+}
+
+/// Writes `code` and its checksum to `path` through a temporary file, then
+/// removes the older files of the same module (same `stem`).
+fn keep(dir: &Path, stem: &str, path: &Path, mut code: Vec<u8>) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let sum = checksum(&code);
+    code.extend_from_slice(&sum);
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, code)?;
+    std::fs::rename(&tmp, path)?;
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name();
+        let stale = name.to_str().is_some_and(|f| f.starts_with(stem) && f.ends_with(".cwasm"));
+        if stale && entry.path() != path {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
 }
 
 struct Scan {

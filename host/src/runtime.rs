@@ -193,7 +193,7 @@ impl Runtime {
     /// Compiles once per runtime for the same bytes.
     pub(crate) fn load(&self, device: DeviceIndex, name: &str, wasm: &[u8]) -> Result<u32> {
         let dev = self.inner.device(device)?;
-        let module = self.inner.compile(name, wasm)?;
+        let module = self.inner.compile(name, wasm, false)?;
         dev.load(module)
     }
 
@@ -244,7 +244,7 @@ impl RuntimeInner {
             builtins.push((openreg_device_kernels::BUILTIN_MODULE_NAME, openreg_device_kernels::BUILTIN_WASM));
         }
         for (name, wasm) in builtins {
-            if let Err(e) = self.compile(name, wasm).and_then(|module| dev.load(module)) {
+            if let Err(e) = self.compile(name, wasm, true).and_then(|module| dev.load(module)) {
                 dev.shutdown();
                 return Err(e);
             }
@@ -252,8 +252,9 @@ impl RuntimeInner {
         Ok(slot.get_or_init(|| dev))
     }
 
-    /// Compiles a module once per runtime and content.
-    pub(crate) fn compile(&self, name: &str, wasm: &[u8]) -> Result<Arc<KernelModule>> {
+    /// Compiles a module once per runtime and content; `builtin` modules
+    /// (this library's own) through the configured compile cache.
+    pub(crate) fn compile(&self, name: &str, wasm: &[u8], builtin: bool) -> Result<Arc<KernelModule>> {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         wasm.hash(&mut hasher);
         name.hash(&mut hasher);
@@ -263,7 +264,8 @@ impl RuntimeInner {
         }) {
             return Ok(Arc::clone(&found.2));
         }
-        let module = Arc::new(module::prepare(&self.shared.engine, name, wasm, self.config.memory64)?);
+        let cache = self.config.compile_cache.as_deref().filter(|_| builtin);
+        let module = Arc::new(module::prepare(&self.shared.engine, name, wasm, self.config.memory64, cache)?);
         lock(&self.shared.compiled).entry(key).or_default().push((
             wasm.to_vec(),
             self.config.memory64,

@@ -16,4 +16,17 @@ fn configuration_comes_from_the_environment_and_bad_values_are_named() {
     assert!(err.to_string().starts_with("OPENREG_DEVICE_MEMORY=\"lots\""), "{err}");
     std::env::remove_var("OPENREG_DEVICE_COUNT");
     std::env::remove_var("OPENREG_DEVICE_MEMORY");
+
+    // The compile cache: on unless turned off, under the cache directory.
+    std::env::set_var("OPENREG_CACHE_DIR", "/some/cache");
+    let config = Config::from_env().unwrap();
+    assert_eq!(config.compile_cache.as_deref(), Some(std::path::Path::new("/some/cache/compiled")));
+    assert_eq!(Config::default().compile_cache, None);
+    std::env::set_var("OPENREG_COMPILE_CACHE", "0");
+    assert_eq!(Config::from_env().unwrap().compile_cache, None);
+    std::env::set_var("OPENREG_COMPILE_CACHE", "sometimes");
+    let err = Config::from_env().unwrap_err();
+    assert!(err.to_string().starts_with("OPENREG_COMPILE_CACHE=\"sometimes\""), "{err}");
+    std::env::remove_var("OPENREG_COMPILE_CACHE");
+    std::env::remove_var("OPENREG_CACHE_DIR");
 }

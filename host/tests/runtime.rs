@@ -487,6 +487,95 @@ fn out_of_memory_waits_for_frees_pending_on_other_streams() {
     assert_eq!(rt.stats(0).unwrap().ooms, 0);
 }
 
+// ---- compile cache ------------------------------------------------------------
+
+/// Set to a directory, [`compile_cache_child`] starts a device whose built-in
+/// modules go through the compile cache there. Each run is a process of its
+/// own: within one process, runtimes share their compiled modules.
+const CACHE_CHILD: &str = "OPENREG_TEST_COMPILE_CACHE_CHILD";
+
+#[test]
+fn compile_cache_child() {
+    let Some(dir) = std::env::var_os(CACHE_CHILD) else { return };
+    let rt = Runtime::new(Config {
+        device_count: 1,
+        memory_bytes: 64 * MIB,
+        compile_cache: Some(dir.into()),
+        ..Config::default()
+    })
+    .unwrap();
+    let s = rt.default_stream(0).unwrap();
+    let (pa, pb) = (upload(&rt, s, &[1.5, -2.0, 3.0]), upload(&rt, s, &[0.25, 4.0, -3.0]));
+    launch(&rt, s, "add_f32", &[Ptr(pa), Ptr(pa), Ptr(pb), I32(3)]).unwrap();
+    assert_eq!(download(&rt, s, pa, 3), [1.75, 2.0, 0.0]);
+}
+
+/// Runs [`compile_cache_child`] in a new process over the cache in `dir`.
+fn add_with_cache(dir: &std::path::Path) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "compile_cache_child", "--test-threads=1"])
+        .env(CACHE_CHILD, dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+/// The cache's files, by name, with their contents.
+fn cached_files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn built_in_modules_compile_once_into_the_cache_and_a_bad_file_is_recompiled() {
+    let dir = std::env::temp_dir().join(format!("openreg-compile-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    add_with_cache(&dir);
+    let first = cached_files(&dir);
+    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].starts_with("openreg.builtin-wasm32-"), "{names:?}");
+    assert!(names[1].starts_with("openreg.engine-wasm32-"), "{names:?}");
+    assert!(names.iter().all(|n| n.ends_with(".cwasm")), "{names:?}");
+
+    // A second process loads them: the same files with the same bytes. An
+    // older build's file is left alone while nothing is compiled.
+    let stale = "openreg.engine-wasm32-12-0123456789abcdef.cwasm";
+    std::fs::write(dir.join(stale), b"an older build").unwrap();
+    add_with_cache(&dir);
+    let mut expected = first.clone();
+    expected.push((stale.into(), b"an older build".to_vec()));
+    expected.sort();
+    assert_eq!(cached_files(&dir), expected);
+
+    // A damaged file is not run: one byte changed in the middle of the code,
+    // or a file cut short, is compiled again and the file replaced (with the
+    // same bytes: compiling is deterministic). Compiling also removes the
+    // older build's file of the same module.
+    let mut damaged = first[1].1.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x10;
+    for bad in [damaged, first[1].1[..first[1].1.len() / 2].to_vec()] {
+        std::fs::write(dir.join(&first[1].0), bad).unwrap();
+        add_with_cache(&dir);
+        assert!(cached_files(&dir) == first, "the damaged file was not replaced");
+    }
+
+    // A cache that cannot be written (its directory is a file) is skipped.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    add_with_cache(&dir);
+    std::fs::remove_file(&dir).unwrap();
+}
+
 // ---- built-in kernels -----------------------------------------------------------
 
 #[test]
