@@ -14,6 +14,22 @@ PY := $(VENV)/bin/python
 # The python crate's build script finds torch through this virtualenv.
 export VIRTUAL_ENV := $(VENV)
 
+# What every clone on this machine would build or download the same way lives in
+# the user's cache, so a fresh clone (CI's) does not start from nothing:
+# - Cargo's build directory. The dependencies (wasmtime above all) are most of a
+#   cold build and do not depend on the clone. Our own crates do, and cargo
+#   alone would not tell two clones apart (it compares file times, and the
+#   artifacts' names do not depend on the path): their build scripts rerun when
+#   OPENREG_SOURCE_DIR changes, so a build from another clone recompiles them.
+#   Cargo locks the directory while it builds. Set CARGO_TARGET_DIR to build
+#   elsewhere.
+# - The wheels scripts/requirements.txt resolves to (torch with its CUDA
+#   libraries is 4 GB): downloaded once, installed from there.
+CACHE_HOME := $(or $(OPENREG_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/torch_openreg)
+export CARGO_TARGET_DIR ?= $(CACHE_HOME)/target
+export OPENREG_SOURCE_DIR := $(CURDIR)
+WHEELS := $(CACHE_HOME)/wheels
+
 .PHONY: demo test bench coverage fuzz deps venv develop lint rust-test py-test fmt clean
 
 deps:
@@ -23,7 +39,8 @@ deps:
 venv: $(VENV)/.installed
 $(VENV)/.installed: scripts/requirements.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q -r scripts/requirements.txt
+	$(PY) -m pip download -q -d $(WHEELS) -r scripts/requirements.txt
+	$(PY) -m pip install -q --no-index --find-links $(WHEELS) -r scripts/requirements.txt
 	@touch $@
 
 # Builds the extension (pyo3 + C++ shim) into the virtualenv, editable, optimized:
@@ -46,7 +63,7 @@ rust-test: deps venv
 	$(CARGO) test --release --workspace --exclude torch-openreg
 
 py-test: develop
-	$(PY) -m pytest -q tests/python
+	$(PY) -m pytest -q -n auto --maxprocesses=4 tests/python
 
 test: lint rust-test py-test
 

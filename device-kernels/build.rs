@@ -66,6 +66,8 @@ fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
 
+    // A build from another clone recompiles this crate (Makefile, CARGO_TARGET_DIR).
+    println!("cargo:rerun-if-env-changed=OPENREG_SOURCE_DIR");
     println!("cargo:rerun-if-env-changed={RUSTC_VAR}");
     println!("cargo:rerun-if-env-changed={CC_VAR}");
     let builtin_src = manifest_dir.join("kernels/builtin.rs");

@@ -21,6 +21,8 @@ use wit_parser::{Docs, Resolve, Type, TypeDefKind, TypeId, TypeOwner};
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let wit_dir = manifest.join("../wit");
+    // A build from another clone recompiles this crate (Makefile, CARGO_TARGET_DIR).
+    println!("cargo:rerun-if-env-changed=OPENREG_SOURCE_DIR");
     println!("cargo:rerun-if-changed={}", wit_dir.display());
 
     let mut resolve = Resolve::new();

@@ -41,6 +41,8 @@ fn main() {
     // `make lint` checks the Rust code only (clippy links nothing), so it
     // skips the shim's C++: minutes of compiling on a clean machine.
     println!("cargo:rerun-if-env-changed=OPENREG_CHECK_ONLY");
+    // A build from another clone recompiles this crate (Makefile, CARGO_TARGET_DIR).
+    println!("cargo:rerun-if-env-changed=OPENREG_SOURCE_DIR");
     if std::env::var_os("OPENREG_CHECK_ONLY").is_some() {
         return;
     }
