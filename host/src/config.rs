@@ -34,8 +34,8 @@ pub struct Config {
     /// for Linux `perf` (wasmtime's perf map).
     pub perf_map: bool,
     /// Where the built-in modules' machine code is kept between processes, so
-    /// that only the first process after a build compiles them (about a second
-    /// and a half on two cores). `None` compiles them in every process.
+    /// that only the first process after a build compiles them (about 2 s on
+    /// two cores). `None` compiles them in every process.
     pub compile_cache: Option<PathBuf>,
 }
 

@@ -92,9 +92,7 @@ pub(crate) fn prepare(
 
     let rewritten = rewrite(&bytes, parsed.stack_pointer, memory64).map_err(invalid)?;
     let module = match cache {
-        Some(dir) => {
-            compile_cached(engine, &format!("{name}-wasm{}-", if memory64 { 64 } else { 32 }), &rewritten, dir)
-        }
+        Some(dir) => compile_cached(engine, &format!("{name}-wasm{}", if memory64 { 64 } else { 32 }), &rewritten, dir),
         None => wasmtime::Module::new(engine, &rewritten),
     }
     .map_err(|e| invalid(format!("{e:#}")))?;
@@ -114,18 +112,22 @@ pub(crate) fn prepare(
 /// by a checksum of it. One that is missing, unreadable, damaged (the
 /// checksum differs) or rejected by wasmtime only means compiling; a cache
 /// that cannot be written is skipped. Files are written whole and renamed
-/// into place, so a reader never sees half of one. Each `stem` (a module's
-/// name and address width) keeps one file, the latest.
+/// into place, so a reader never sees half of one. A module (`name`, its
+/// address width) keeps one file per engine setting, for the latest bytes:
+/// a rebuilt engine replaces the old one's file, while processes with
+/// different settings keep theirs.
 fn compile_cached(
     engine: &wasmtime::Engine,
-    stem: &str,
+    name: &str,
     wasm: &[u8],
     dir: &Path,
 ) -> wasmtime::Result<wasmtime::Module> {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    wasm.hash(&mut hasher);
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    let path = dir.join(format!("{stem}{}-{:016x}.cwasm", wasm.len(), hasher.finish()));
+    let mut settings = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut settings);
+    let stem = format!("{name}-{:016x}-", settings.finish());
+    let mut bytes = std::collections::hash_map::DefaultHasher::new();
+    wasm.hash(&mut bytes);
+    let path = dir.join(format!("{stem}{}-{:016x}.cwasm", wasm.len(), bytes.finish()));
     if let Some(code) = std::fs::read(&path).ok().as_deref().and_then(checked) {
         // SAFETY: wasmtime runs this machine code as it is. Only this function
         // writes these files, from `Module::serialize` of the same bytes under
@@ -140,7 +142,7 @@ fn compile_cached(
     }
     let module = wasmtime::Module::new(engine, wasm)?;
     if let Ok(code) = module.serialize() {
-        let _ = keep(dir, stem, &path, code);
+        let _ = keep(dir, &stem, &path, code);
     }
     Ok(module)
 }
@@ -157,23 +159,43 @@ fn checked(file: &[u8]) -> Option<&[u8]> {
     (checksum(code) == sum).then_some(code)
 }
 
-/// Writes `code` and its checksum to `path` through a temporary file, then
-/// removes the older files of the same module (same `stem`).
+/// Writes `code` and its checksum to `path` through a temporary file of this
+/// writer's own, then removes the older files of the same module and engine
+/// settings (same `stem`), and temporary files a killed process left.
 fn keep(dir: &Path, stem: &str, path: &Path, mut code: Vec<u8>) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    static WRITERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    create_private_dir(dir)?;
     let sum = checksum(&code);
     code.extend_from_slice(&sum);
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, code)?;
-    std::fs::rename(&tmp, path)?;
+    let writer = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{writer}", std::process::id()));
+    let written = std::fs::write(&tmp, code).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return written;
+    }
+    let abandoned = |entry: &std::fs::DirEntry| {
+        let age = entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+        age.is_some_and(|age| age > std::time::Duration::from_secs(600))
+    };
     for entry in std::fs::read_dir(dir)?.flatten() {
-        let name = entry.file_name();
-        let stale = name.to_str().is_some_and(|f| f.starts_with(stem) && f.ends_with(".cwasm"));
-        if stale && entry.path() != path {
+        let Some(file) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        let stale = file.starts_with(stem) && file.ends_with(".cwasm") && entry.path() != path;
+        if stale || (file.starts_with(stem) && file.contains(".tmp") && abandoned(&entry)) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
     Ok(())
+}
+
+/// Creates the cache directory readable and writable by its owner only (on
+/// Unix): what is in it runs as native code.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 struct Scan {

@@ -17,7 +17,12 @@ fn configuration_comes_from_the_environment_and_bad_values_are_named() {
     std::env::remove_var("OPENREG_DEVICE_COUNT");
     std::env::remove_var("OPENREG_DEVICE_MEMORY");
 
-    // The compile cache: on unless turned off, under the cache directory.
+    // The compile cache: on unless turned off, under the cache directory
+    // (else under $XDG_CACHE_HOME's torch_openreg).
+    std::env::remove_var("OPENREG_COMPILE_CACHE");
+    std::env::set_var("XDG_CACHE_HOME", "/xdg");
+    let config = Config::from_env().unwrap();
+    assert_eq!(config.compile_cache.as_deref(), Some(std::path::Path::new("/xdg/torch_openreg/compiled")));
     std::env::set_var("OPENREG_CACHE_DIR", "/some/cache");
     let config = Config::from_env().unwrap();
     assert_eq!(config.compile_cache.as_deref(), Some(std::path::Path::new("/some/cache/compiled")));
@@ -29,4 +34,5 @@ fn configuration_comes_from_the_environment_and_bad_values_are_named() {
     assert!(err.to_string().starts_with("OPENREG_COMPILE_CACHE=\"sometimes\""), "{err}");
     std::env::remove_var("OPENREG_COMPILE_CACHE");
     std::env::remove_var("OPENREG_CACHE_DIR");
+    std::env::remove_var("XDG_CACHE_HOME");
 }

@@ -520,6 +520,13 @@ fn add_with_cache(dir: &std::path::Path) {
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
+/// A cache file's name up to its bytes' length and hash: the module, its
+/// address width and the engine settings.
+fn module_stem(file: &str) -> &str {
+    let cut = file[..file.rfind('-').unwrap()].rfind('-').unwrap();
+    &file[..=cut]
+}
+
 /// The cache's files, by name, with their contents.
 fn cached_files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -546,27 +553,34 @@ fn built_in_modules_compile_once_into_the_cache_and_a_bad_file_is_recompiled() {
     assert!(names[1].starts_with("openreg.engine-wasm32-"), "{names:?}");
     assert!(names.iter().all(|n| n.ends_with(".cwasm")), "{names:?}");
 
-    // A second process loads them: the same files with the same bytes. An
-    // older build's file is left alone while nothing is compiled.
-    let stale = "openreg.engine-wasm32-12-0123456789abcdef.cwasm";
-    std::fs::write(dir.join(stale), b"an older build").unwrap();
+    // A second process loads them: the same files with the same bytes. Files
+    // of an older build of each module (same name and engine settings, other
+    // bytes) are left alone while nothing is compiled.
+    let stale: Vec<String> =
+        first.iter().map(|(n, _)| format!("{}12-0123456789abcdef.cwasm", module_stem(n))).collect();
+    for file in &stale {
+        std::fs::write(dir.join(file), b"an older build").unwrap();
+    }
     add_with_cache(&dir);
     let mut expected = first.clone();
-    expected.push((stale.into(), b"an older build".to_vec()));
+    expected.extend(stale.iter().map(|file| (file.clone(), b"an older build".to_vec())));
     expected.sort();
     assert_eq!(cached_files(&dir), expected);
 
     // A damaged file is not run: one byte changed in the middle of the code,
     // or a file cut short, is compiled again and the file replaced (with the
     // same bytes: compiling is deterministic). Compiling also removes the
-    // older build's file of the same module.
+    // older build's file of the same module (the built-in kernels' stays).
     let mut damaged = first[1].1.clone();
     let middle = damaged.len() / 2;
     damaged[middle] ^= 0x10;
     for bad in [damaged, first[1].1[..first[1].1.len() / 2].to_vec()] {
         std::fs::write(dir.join(&first[1].0), bad).unwrap();
         add_with_cache(&dir);
-        assert!(cached_files(&dir) == first, "the damaged file was not replaced");
+        let mut expected = first.clone();
+        expected.push((stale[0].clone(), b"an older build".to_vec()));
+        expected.sort();
+        assert!(cached_files(&dir) == expected, "the damaged file was not replaced");
     }
 
     // A cache that cannot be written (its directory is a file) is skipped.

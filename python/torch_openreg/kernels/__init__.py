@@ -193,7 +193,13 @@ def load(source: Source, *, name: str | None = None) -> KernelModule:
         if not path.is_file():
             raise FileNotFoundError(f"no kernel module or source at {str(path)!r}")
         if path.suffix in (".rs", ".c"):
-            path = build(path, _built_path(path))
+            # Built under a name of this process's own, then renamed into place:
+            # processes loading the same source at once (pytest-xdist's
+            # workers) never write, or read, one file together.
+            built = _built_path(path)
+            tmp = built.with_name(f"{built.stem}.tmp{os.getpid()}{built.suffix}")
+            os.replace(build(path, tmp), built)
+            path = built
         wasm, default_name = path.read_bytes(), path.stem
     else:
         raise TypeError(f"load() takes a path, bytes or WAT text, not {type(source).__name__}")

@@ -153,7 +153,7 @@ def _sdk_crate(rustc: str) -> pathlib.Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     root = out.parent / "lib.rs"
     sdk_file = str(sdk / "openreg_kernel.rs").replace("\\", "/")
-    root.write_text(f'#![no_std]\n#[path = "{sdk_file}"]\nmod sdk;\npub use sdk::*;\n')
+    _write_if_changed(root, f'#![no_std]\n#[path = "{sdk_file}"]\nmod sdk;\npub use sdk::*;\n')
     tmp = out.with_suffix(f".tmp{os.getpid()}")
     result = _run([rustc, *RUSTC_FLAGS, "--crate-type=rlib", "--crate-name=openreg_kernel", "-o", str(tmp), str(root)])
     if result.returncode != 0:
