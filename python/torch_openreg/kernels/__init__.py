@@ -172,9 +172,10 @@ def load(source: Source, *, name: str | None = None) -> KernelModule:
 
     ``source`` is a path to a ``.wasm`` or ``.wat`` file, or to a ``.rs`` or
     ``.c`` source (compiled first with :func:`build`); or the module itself as
-    ``bytes`` (binary or WAT text) or a WAT ``str``. A source is built into
-    the kernel cache (``$OPENREG_CACHE_DIR``, default
-    ``~/.cache/torch_openreg``), again only when it changes. ``name`` (default: the
+    ``bytes`` (binary or WAT text) or a WAT ``str``. A source is compiled at
+    every call, into the kernel cache (``$OPENREG_CACHE_DIR``, default
+    ``~/.cache/torch_openreg``) under a name keyed by its path and text, so
+    the source folder stays clean. ``name`` (default: the
     file's stem, else ``"user"``) appears in error messages.
 
     The module is checked and loaded on the current device now, so a broken
