@@ -179,9 +179,11 @@ fn keep(dir: &Path, stem: &str, path: &Path, mut code: Vec<u8>) -> std::io::Resu
         age.is_some_and(|age| age > std::time::Duration::from_secs(600))
     };
     for entry in std::fs::read_dir(dir)?.flatten() {
-        let Some(file) = entry.file_name().to_str().map(str::to_owned) else { continue };
-        let stale = file.starts_with(stem) && file.ends_with(".cwasm") && entry.path() != path;
-        if stale || (file.starts_with(stem) && file.contains(".tmp") && abandoned(&entry)) {
+        let Some(file) = entry.file_name().to_str().filter(|f| f.starts_with(stem)).map(str::to_owned) else {
+            continue;
+        };
+        let stale = file.ends_with(".cwasm") && entry.path() != path;
+        if stale || (file.contains(".tmp") && abandoned(&entry)) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
