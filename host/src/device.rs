@@ -32,11 +32,9 @@
 //! itself on the executor's core (`current_cpu`) leaves the job alone and
 //! sleeps again, and a waiting host thread there, or with every helper
 //! awake, sleeps instead of spinning (and yields its core while the executor,
-//! woken for its work, has not run yet). A helper done with a job spins for
-//! the next one only while no host thread is ready to help: one that is runs
-//! the next launch's part itself (a program that synchronizes after each op).
-//! With no helpers (one worker), a thread waiting on the device spins for
-//! [`SPIN`] before it sleeps, as the executor does for new work.
+//! woken for its work, has not run yet). With no helpers (one worker), a
+//! thread waiting on the device spins for [`SPIN`] before it sleeps, as the
+//! executor does for new work.
 //!
 //! Waits: a host thread waiting for a stream polls the interrupt check
 //! ([`set_interrupt_check`]) every [`INTERRUPT_POLL`], so Ctrl-C reaches a
@@ -597,14 +595,8 @@ impl DeviceShared {
     /// blocking copy to cancel if the wait is interrupted before it starts.
     fn wait_for(&self, id: StreamId, ticket: Option<u64>, cancel: Option<u64>) -> Result<()> {
         let mut s = lock(&self.sched);
-        let target = match ticket {
-            Some(t) => t,
-            None => s.stream(self.index, id)?.enqueued,
-        };
-        // With helpers, block_until spins while it helps (help_while_waiting).
-        if s.stream(self.index, id)?.completed < target && self.team.execs.is_empty() {
-            s = self.spin(s, &self.finished);
-        }
+        let enqueued = s.stream(self.index, id)?.enqueued;
+        let target = ticket.unwrap_or(enqueued);
         let mut interruptible = true;
         s = self.block_until(s, "a stream", |s, poll| {
             let done = s.streams[id as usize].completed >= target;
@@ -643,15 +635,10 @@ impl DeviceShared {
     }
 
     fn drain_locked(&self, interruptible: bool) -> Result<MutexGuard<'_, Sched>> {
-        let mut s = lock(&self.sched);
+        let s = lock(&self.sched);
         let targets: Vec<u64> = s.streams.iter().map(|st| st.enqueued).collect();
-        let drained = |s: &Sched| s.streams.iter().zip(&targets).all(|(st, &t)| st.completed >= t);
-        // As wait_for: a short kernel ends before a sleeping thread would wake.
-        if !drained(&s) && self.team.execs.is_empty() {
-            s = self.spin(s, &self.finished);
-        }
         self.block_until(s, "the device", |s, poll| {
-            let done = drained(s);
+            let done = s.streams.iter().zip(&targets).all(|(st, &t)| st.completed >= t);
             if !done && poll && interruptible && interrupted() {
                 return Err(());
             }
@@ -673,6 +660,10 @@ impl DeviceShared {
         s.host_waiters += 1;
         let mut next_poll = Instant::now() + INTERRUPT_POLL;
         let mut help_until = Instant::now() + HOST_HELP;
+        // With no helpers, the first time round spins (as the executor does for
+        // new work): a short kernel ends before a sleeping thread would wake.
+        // With helpers, help_while_waiting spins while it helps.
+        let mut spin = self.team.execs.is_empty();
         let outcome = loop {
             let now = Instant::now();
             let poll = now >= next_poll;
@@ -696,6 +687,10 @@ impl DeviceShared {
                 if matches!(ready(&mut s, false), Ok(true)) {
                     continue;
                 }
+            }
+            if std::mem::take(&mut spin) {
+                s = self.spin(s, &self.finished);
+                continue;
             }
             s = self.done.wait_timeout(s, INTERRUPT_POLL).unwrap_or_else(|e| e.into_inner()).0;
         };
@@ -1159,13 +1154,7 @@ impl DeviceShared {
         let mut seen = 0;
         let mut spin = true;
         loop {
-            // Not when a host thread is ready to run parts (help_while_waiting):
-            // it runs the next launch's part while it waits. A helper spinning
-            // alongside on a small host claimed that part first, and the host
-            // thread, seeing every helper awake, slept until the launch ended
-            // and woke late: a 64K-element add took 46-49 us with a
-            // synchronize, 16-18 without the helper spinning.
-            if spin && team.ready_hosts.load(Ordering::SeqCst) == 0 {
+            if spin {
                 spin_until(|| team.generation.load(Ordering::Acquire) != seen);
             }
             spin = true;
