@@ -33,8 +33,9 @@
 //! sleeps again, and a waiting host thread there, or with every helper
 //! awake, sleeps instead of spinning (and yields its core while the executor,
 //! woken for its work, has not run yet). With no helpers (one worker), a
-//! thread waiting on the device spins for [`SPIN`] before it sleeps, as the
-//! executor does for new work.
+//! thread waiting for a stream or the device spins until a task finishes, for
+//! at most [`SPIN`], before it sleeps, as the executor does for new work (an
+//! event's wait does not).
 //!
 //! Waits: a host thread waiting for a stream polls the interrupt check
 //! ([`set_interrupt_check`]) every [`INTERRUPT_POLL`], so Ctrl-C reaches a
@@ -71,7 +72,7 @@ pub(crate) const PRIORITY_LEAST: i32 = 0;
 /// The highest stream priority.
 pub(crate) const PRIORITY_GREATEST: i32 = -2;
 /// How long a thread about to sleep (the executor waiting for work, a host
-/// thread waiting for a stream of a device without helpers) first spins: a
+/// thread waiting on a device without helpers) first spins: a
 /// short wait is much cheaper than the two thread wake-ups a sleep costs
 /// (about 25 us each on a small VM). With helpers, a waiting host thread spins
 /// for [`HOST_HELP`] instead, ready to run parts.
