@@ -72,10 +72,10 @@ pub(crate) const PRIORITY_LEAST: i32 = 0;
 /// The highest stream priority.
 pub(crate) const PRIORITY_GREATEST: i32 = -2;
 /// How long a thread about to sleep (the executor waiting for work, a host
-/// thread waiting on a device without helpers) first spins: a
-/// short wait is much cheaper than the two thread wake-ups a sleep costs
-/// (about 25 us each on a small VM). With helpers, a waiting host thread spins
-/// for [`HOST_HELP`] instead, ready to run parts.
+/// thread waiting on a device without helpers) first spins: a short wait is
+/// much cheaper than the two thread wake-ups a sleep costs (about 25 us each
+/// on a small VM). With helpers, a waiting host thread spins for
+/// [`HOST_HELP`] instead, ready to run parts.
 const SPIN: Duration = Duration::from_micros(50);
 /// How long a waiting host thread stays ready to run parts of parallel
 /// launches after it starts waiting or last ran one (see the module docs).
