@@ -40,13 +40,17 @@ int64_t choose(const at::Tensor& query, const at::Tensor& key, const at::Tensor&
   return static_cast<int64_t>(handled ? SDPBackend::overrideable : SDPBackend::math);
 }
 
-// The scaled, masked scores q k^T in float32 or float64: (B, H, L, S).
-at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& bias, bool is_causal, double scale) {
-  auto attn = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
+// The masked scores (q scale) k^T in float32 or float64, (B, H, L, S), from
+// the query already scaled: q has L x E values to scale where the scores
+// have L x S (fewer while heads are narrower than there are keys), and the
+// backward reuses the scaled query for k's gradient. (ATen's math path
+// scales q and k by the square root of the scale each.)
+at::Tensor scores(const at::Tensor& q_scaled, const at::Tensor& k, const at::Tensor& bias, bool is_causal) {
+  auto attn = at::matmul(q_scaled, k.transpose(-2, -1));
   const auto minus_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
-    const auto L = q.size(-2), S = k.size(-2);
-    const auto above = at::ones({L, S}, q.options().dtype(at::kBool)).triu_(1);
+    const auto L = q_scaled.size(-2), S = k.size(-2);
+    const auto above = at::ones({L, S}, q_scaled.options().dtype(at::kBool)).triu_(1);
     attn.masked_fill_(above, minus_inf);
   }
   if (bias.defined()) {
@@ -77,7 +81,7 @@ forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
   const auto compute = opmath(query.scalar_type());
   const auto q = query.to(compute), k = key.to(compute), v = value.to(compute);
   const auto bias = attn_bias.has_value() ? *attn_bias : at::Tensor();
-  const auto attn = scores(q, k, bias, is_causal, scale_of(query, scale));
+  const auto attn = scores(q * scale_of(query, scale), k, bias, is_causal);
   // The weights and the log-sum-exp the op returns, from one pass of the
   // softmax kernel (the same maximum and sum; logsumexp alone is a second).
   const auto weights = at::empty_like(attn, at::MemoryFormat::Contiguous);
@@ -88,6 +92,11 @@ forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
   if (attn.size(-1) == 0) {
     logsumexp.fill_(-std::numeric_limits<double>::infinity()); // of no keys, as logsumexp's
   }
+  if (bias.defined()) {
+    // A row the mask leaves no key: weights 0 rather than NaN, so its output
+    // is 0, as the math path's safe softmax gives (its log-sum-exp is -inf).
+    weights.masked_fill_(logsumexp == -std::numeric_limits<double>::infinity(), 0.0);
+  }
   const auto out = at::matmul(weights, v).to(query.scalar_type());
   const auto none = at::empty({0}, query.options().dtype(at::kLong));
   return {out,  logsumexp.squeeze(-1), none, none, c10::SymInt(query.size(-2)), c10::SymInt(key.size(-2)),
@@ -96,27 +105,35 @@ forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-         const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
-         const at::Tensor& /*logsumexp*/, const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double,
+         const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& /*out*/,
+         const at::Tensor& logsumexp, const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double,
          bool is_causal, const at::Tensor&, const at::Tensor&, std::optional<double> scale) {
   const auto compute = opmath(query.scalar_type());
   const auto q = query.to(compute), k = key.to(compute), v = value.to(compute);
-  const auto dout = grad_out.to(compute), o = out.to(compute);
+  const auto dout = grad_out.to(compute);
   const double s = scale_of(query, scale);
+  const auto q_scaled = q * s;
   // The weights again, from the scores (the softmax kernel in one launch; the
   // saved log-sum-exp would take two, a subtraction and an exp).
-  const auto weights = at::_softmax(scores(q, k, attn_bias, is_causal, s), -1, false);
+  const auto weights = at::_softmax(scores(q_scaled, k, attn_bias, is_causal), -1, false);
+  if (attn_bias.defined()) { // rows without keys: weights 0, as in the forward
+    TORCH_CHECK(logsumexp.sizes() == weights.sizes().slice(0, 3),
+                "_scaled_dot_product_fused_attention_overrideable_backward: logsumexp must be the forward's, of "
+                "shape ", weights.sizes().slice(0, 3), ", got ", logsumexp.sizes());
+    weights.masked_fill_(logsumexp.unsqueeze(-1) == -std::numeric_limits<double>::infinity(), 0.0);
+  }
   const auto grad_v = at::matmul(weights.transpose(-2, -1), dout);
-  const auto grad_weights = at::matmul(dout, v.transpose(-2, -1));
-  const auto row_dot = (dout * o).sum(-1, /*keepdim=*/true);
-  // A fully masked row has NaN weights (as the math path); its gradient is 0.
-  const auto grad_scores = at::nan_to_num(weights * (grad_weights - row_dot), 0.0, 0.0, 0.0);
+  // The scores' gradient is softmax's backward, w (g - sum(g w)) over each
+  // row, in one launch (as the math path's autograd computes it); 0 for a
+  // row without keys, whose weights are 0.
+  const auto grad_scores =
+      at::_softmax_backward_data(at::matmul(dout, v.transpose(-2, -1)), weights, -1, compute);
   at::Tensor grad_q, grad_k, grad_bias;
   if (grad_input_mask[0]) {
     grad_q = at::matmul(grad_scores, k).mul_(s).to(query.scalar_type());
   }
   if (grad_input_mask[1]) {
-    grad_k = at::matmul(grad_scores.transpose(-2, -1), q).mul_(s).to(key.scalar_type());
+    grad_k = at::matmul(grad_scores.transpose(-2, -1), q_scaled).to(key.scalar_type());
   }
   if (grad_input_mask[3] && attn_bias.defined() && attn_bias.is_floating_point()) {
     grad_bias = at::sum_to(grad_scores, attn_bias.sizes()).to(attn_bias.scalar_type());

@@ -77,7 +77,8 @@ def test_fused_forward_returns_the_scores_logsumexp(case, dtype):
     assert lse.shape == (2, 3, 6)
 
     def scores(q, k, bias):
-        s = (q @ k.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+        # as the kernel computes them: the query scaled, then the product
+        s = (q * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
         if causal:
             s = s.masked_fill(torch.ones(6, 37, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
         return s if bias is None else s + bias
@@ -89,6 +90,32 @@ def test_fused_forward_returns_the_scores_logsumexp(case, dtype):
         assert (lse[:, :, 2].cpu() == float("-inf")).all()
     own = torch.logsumexp(scores(*dev[:2], None if bias is None else bias.to("openreg")), -1)
     assert torch.equal(lse.cpu(), own.cpu())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("mask", ["bool", "float"])
+def test_a_row_the_mask_leaves_no_key_gives_zeros_like_the_math_path(mask, dtype):
+    """A query row every key is masked from: output 0 and gradients 0 through
+    it (the math path's safe softmax), not NaN; the other rows as before."""
+    q, k, v = _inputs(dtype)
+    keep = torch.rand(7, 5, generator=torch.Generator().manual_seed(2)) > 0.3
+    keep[3] = False
+    attn_mask = keep if mask == "bool" else torch.zeros(7, 5, dtype=dtype).masked_fill(~keep, float("-inf"))
+    cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+    dev = [t.to("openreg").requires_grad_() for t in (q, k, v)]
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(*cpu, attn_mask=attn_mask)
+    out = F.scaled_dot_product_attention(*dev, attn_mask=attn_mask.to("openreg"))
+    assert "FusedAttentionOverrideable" in out.grad_fn.name()
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-10, "atol": 1e-10}
+    assert (out[:, :, 3].cpu() == 0).all()
+    torch.testing.assert_close(out.cpu(), expected, **tol)
+    grad = torch.randn_like(expected)
+    expected.backward(grad)
+    out.backward(grad.to("openreg"))
+    for d, c in zip(dev, cpu):
+        assert torch.isfinite(d.grad.cpu()).all()
+        torch.testing.assert_close(d.grad.cpu(), c.grad, **tol)
 
 
 def test_half_precision_attention_computes_in_float32_like_the_math_path():
