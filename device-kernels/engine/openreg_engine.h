@@ -944,6 +944,49 @@ typedef struct or_norm {
 
 OR_STATIC_ASSERT(offsetof(or_norm, data) == 48 && sizeof(or_norm) == 48 + 8 * OR_NORM_OPERANDS, "or_norm layout");
 
+/*
+ * The `nll_loss` kernel: the negative log-likelihood of `rows` rows of
+ * `classes` values (nll_loss, so cross_entropy with class indices), on one
+ * worker. Each row's target t counts unless it is `ignore_index`, with
+ * weight w = weight[t] (1 without a weight).
+ *
+ * Forward: each counted row's loss -w x[t] (0 for a row that does not
+ * count), written per row (reduction NONE), or summed in row order in
+ * float64 (SUM; MEAN then divides by the sum of the counted rows' weights);
+ * total_weight is that sum of weights (0 for NONE), as CPU's nll_loss.
+ * Backward: grad_input (zeroed by the caller) gets -w g at each counted
+ * row's class, g the row's grad_output (NONE), the one grad_output (SUM) or
+ * the one grad_output over total_weight (MEAN).
+ *
+ * A target outside [0, classes) that is not ignore_index traps (as CUDA's
+ * device-side assert); the host names it. Float operands may be of any
+ * float dtype each, targets of any integer dtype.
+ */
+#define OR_NLL_INPUT 0  /* forward: the log-probabilities; backward: grad_input (rows x classes) */
+#define OR_NLL_TARGET 1 /* rows */
+#define OR_NLL_WEIGHT 2 /* classes, or no pointer (0): every class weighs 1 */
+#define OR_NLL_OUT 3    /* forward: output; backward: grad_output (rows for NONE, else one value) */
+#define OR_NLL_TOTAL 4  /* total_weight, one value */
+#define OR_NLL_OPERANDS 5
+
+/* at::Reduction's values */
+#define OR_NLL_NONE 0
+#define OR_NLL_MEAN 1
+#define OR_NLL_SUM 2
+
+typedef struct or_nll {
+  uint32_t backward;
+  uint32_t reduction; /* OR_NLL_NONE, OR_NLL_MEAN or OR_NLL_SUM */
+  int64_t rows, classes, ignore_index;
+  uint32_t dtypes[OR_NLL_OPERANDS];
+  uint32_t reserved;
+  uint64_t data[OR_NLL_OPERANDS];
+  int64_t row_strides[OR_NLL_OPERANDS]; /* bytes (input, target, out) */
+  int64_t class_strides[OR_NLL_OPERANDS]; /* bytes (input, weight) */
+} or_nll;
+
+OR_STATIC_ASSERT(offsetof(or_nll, data) == 56 && sizeof(or_nll) == 56 + 24 * OR_NLL_OPERANDS, "or_nll layout");
+
 #ifdef __cplusplus
 } /* namespace openreg::engine */
 #endif

@@ -985,6 +985,10 @@ impl DeviceShared {
             // CUDA's device-side assert does (device-kernels/engine/index.c).
             detail = format!("an index is out of range for the indexed dimension; {detail}");
         }
+        if module.id == crate::ENGINE_MODULE && name == "nll_loss" && kind == TrapKind::Unreachable {
+            // nll_loss stops at a target class out of range (not ignore_index).
+            detail = format!("a target is out of range of the classes (Target out of bounds); {detail}");
+        }
         Error::KernelTrap { device: self.index, kernel: name, op, trap: kind, detail }
     }
 

@@ -47,6 +47,7 @@ constexpr char kSoftmax[] = "softmax";
 constexpr char kPool[] = "pool";
 constexpr char kSearch[] = "search";
 constexpr char kNorm[] = "norm";
+constexpr char kNll[] = "nll_loss";
 
 // The work (elements touched, or multiply-adds) from which a launch runs on
 // all of the device's workers: below it, waking them costs more than they save.
@@ -156,10 +157,13 @@ std::string activity_label(const or_gemm& block) {
   const std::string k = std::to_string(block.k);
   return label + std::to_string(block.m) + "x" + k + " @ " + k + "x" + std::to_string(block.n);
 }
+std::string activity_label(const or_nll& block) {
+  return block.backward ? "backward" : "forward";
+}
 template <const char* Name, class Block>
 std::string activity_label(const Block& block) {
   if constexpr (std::is_same_v<Block, or_elementwise> || std::is_same_v<Block, or_pool> ||
-                std::is_same_v<Block, or_gemm> || std::is_same_v<Block, or_norm>) {
+                std::is_same_v<Block, or_gemm> || std::is_same_v<Block, or_norm> || std::is_same_v<Block, or_nll>) {
     return activity_label(block);
   } else {
     return {};
@@ -891,6 +895,45 @@ void launch_norm(or_norm_op op, int64_t groups, int64_t length, int64_t planes, 
   }
   TORCH_INTERNAL_ASSERT(device.has_value(), "openreg: launch_norm without operands");
   launch<kNorm>(device->index(), block, pointers.data(), npointers, groups > 1 ? 4 * groups * planes * length : 0);
+}
+
+void launch_nll(bool backward, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                int64_t reduction, int64_t ignore_index, const at::Tensor& out, const at::Tensor& total_weight) {
+  TORCH_INTERNAL_ASSERT(input.dim() >= 1 && input.dim() <= 2 && target.dim() <= 1 && total_weight.numel() == 1 &&
+                            reduction >= OR_NLL_NONE && reduction <= OR_NLL_SUM,
+                        "openreg: launch_nll operands");
+  const c10::Device device = input.device();
+  for (const at::Tensor* t : {&target, &weight, &out, &total_weight}) {
+    TORCH_CHECK(!t->defined() || t->device() == device, "Expected all tensors to be on the same device, but found "
+                "at least two devices, ", device, " and ", t->device(), "!");
+  }
+  const bool rows = input.dim() == 2;
+  or_nll block{};
+  block.backward = backward ? 1 : 0;
+  // One row of classes reduces whatever the reduction, as CPU's nll_loss.
+  block.reduction = static_cast<uint32_t>(!rows && reduction == OR_NLL_NONE ? OR_NLL_SUM : reduction);
+  block.rows = rows ? input.size(0) : 1;
+  block.classes = input.size(-1);
+  block.ignore_index = ignore_index;
+  std::array<uint32_t, OR_NLL_OPERANDS> pointers{};
+  size_t npointers = 0;
+  const auto operand = [&](int slot, const at::Tensor& t, int64_t row_stride, int64_t class_stride) {
+    block.dtypes[slot] = static_cast<uint32_t>(t.defined() ? t.scalar_type() : input.scalar_type());
+    if (!t.defined()) {
+      return;
+    }
+    const auto size = static_cast<int64_t>(t.element_size());
+    block.data[slot] = reinterpret_cast<uint64_t>(t.data_ptr());
+    block.row_strides[slot] = row_stride * size;
+    block.class_strides[slot] = class_stride * size;
+    pointers[npointers++] = static_cast<uint32_t>(offsetof(or_nll, data) + sizeof(uint64_t) * slot);
+  };
+  operand(OR_NLL_INPUT, input, rows ? input.stride(0) : 0, input.stride(-1));
+  operand(OR_NLL_TARGET, target, target.dim() == 1 ? target.stride(0) : 0, 0);
+  operand(OR_NLL_WEIGHT, weight, 0, weight.defined() ? weight.stride(0) : 0);
+  operand(OR_NLL_OUT, out, out.dim() == 1 ? out.stride(0) : 0, 0);
+  operand(OR_NLL_TOTAL, total_weight, 0, 0);
+  launch<kNll>(device.index(), block, pointers.data(), npointers, 0);
 }
 
 void launch_winograd(or_pool_op op, const at::Tensor& in, const at::Tensor& out, int64_t channels, int64_t th,

@@ -87,6 +87,15 @@ void launch_scan(const at::Tensor& result, const at::Tensor& self, int64_t dim, 
 void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor& input, const at::Tensor& y,
                     int64_t dim);
 
+// nll_loss over `input` (rows x classes, or one row of classes): forward
+// (`backward` false) writes `out` (a value per row for reduction NONE of a
+// 2-d input, else one value) and `total_weight`; backward adds -w g at each
+// counted row's class into `input` (grad_input, zeroed by the caller), `out`
+// being grad_output and `total_weight` the forward's. `weight` may be
+// undefined. One launch (see or_nll in openreg_engine.h).
+void launch_nll(bool backward, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                int64_t reduction, int64_t ignore_index, const at::Tensor& out, const at::Tensor& total_weight);
+
 // a * b + c with two roundings (CPU's normalization kernels compute
 // x * alpha + beta so), broadcast and promoted as a binary op would: one
 // elementwise launch into a new tensor. Floating dtypes.

@@ -1,7 +1,8 @@
 // Neural-network ops. Softmax and log_softmax with their backward ops, and
-// logsumexp, run the engine's `softmax` kernel (one launch each). The others
-// are written with device ops: nll_loss (so cross_entropy with class indices) with its
-// backward, for 2-d (nll_loss) and spatial (nll_loss2d) inputs; layer and
+// logsumexp, run the engine's `softmax` kernel (one launch each), and
+// nll_loss (so cross_entropy with class indices) with its backward, for 1-d
+// and 2-d inputs, the engine's `nll_loss` kernel. The others are written
+// with device ops: spatial nll_loss (nll_loss2d) and its backward; layer and
 // batch normalization with their backward ops; the dense embedding gradient
 // and max_norm renormalization; dropout's backward; isposinf/isneginf; 1-d
 // and 2-d convolution (im2col and the engine's GEMM) and max pooling, with
@@ -141,6 +142,7 @@ Tensor softmax_backward_entry(const Tensor& grad_output, const Tensor& output, i
   return std::move(op.outputs_[0]);
 }
 
+// The composite nll_loss of spatial inputs (nll_loss2d), and of empty ones.
 // nll_loss over a class dimension 1: a 1-d input (C) is one row (1, C), its
 // 0-d target (1); (N, C) and (N, C, d1, ...) inputs have targets (N, d1, ...).
 Tensor with_rows(const Tensor& self) {
@@ -237,7 +239,12 @@ std::tuple<Tensor, Tensor> nll_loss_forward_kernel(const Tensor& self, const Ten
   check_floating(self, "nll_loss");
   Functional<at::meta::structured_nll_loss_forward> op; // checks, allocates output and total_weight
   op.meta(self, target, optional_ref(weight), reduction, ignore_index);
-  nll_loss_values(self, target, weight, reduction, ignore_index, op.outputs_[0], op.outputs_[1]);
+  if (self.numel() == 0) { // CPU's empty sum, and mean (nan)
+    nll_loss_values(self, target, weight, reduction, ignore_index, op.outputs_[0], op.outputs_[1]);
+  } else { // one launch of the engine's nll_loss
+    engine::launch_nll(false, self, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
+                       ignore_index, op.outputs_[0], op.outputs_[1]);
+  }
   return {std::move(op.outputs_[0]), std::move(op.outputs_[1])};
 }
 
@@ -251,7 +258,12 @@ Tensor nll_loss_backward_kernel(const Tensor& grad_output, const Tensor& self, c
   check_floating(self, "nll_loss_backward");
   Functional<at::meta::structured_nll_loss_backward> op;
   op.meta(grad_output, self, target, optional_ref(weight), reduction, ignore_index, total_weight);
-  nll_loss_grad(grad_output, self, target, weight, reduction, ignore_index, total_weight, op.outputs_[0]);
+  const Tensor& grad_input = op.outputs_[0];
+  grad_input.zero_();
+  if (self.numel() > 0) { // -w g at each counted row's class: one launch of the engine's nll_loss
+    engine::launch_nll(true, grad_input, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
+                       ignore_index, grad_output, total_weight);
+  }
   return std::move(op.outputs_[0]);
 }
 

@@ -160,6 +160,38 @@ def test_cross_entropy_and_nll_loss(reduction):
         _forward_backward(fn, logits, dtype=torch.float32)
 
 
+def test_nll_loss_is_one_kernel_for_any_dtype_layout_and_target_range():
+    g = torch.Generator().manual_seed(3)
+    logp = torch.randn(7, 9, generator=g).log_softmax(1)
+    target = torch.tensor([0, 8, 3, -100, 3, 5, 1])
+    weight = torch.rand(9, generator=g) + 0.5
+    # one launch forward, a fill and one launch backward
+    leaf = logp.to(DEV).requires_grad_()
+    kernels = _device_kernels(lambda: F.nll_loss(leaf, target.to(DEV)).backward())
+    assert {"nll_loss (forward)", "nll_loss (backward)"} <= kernels, kernels
+    assert not any(k.startswith(("index", "reduce")) for k in kernels), kernels
+    for reduction in ("mean", "sum", "none"):
+        # a transposed input, a strided target, float64 weights of float32 inputs
+        _forward_backward(lambda t: F.nll_loss(t.t().contiguous().t(), target.repeat_interleave(2)[::2].to(t.device),
+                                               weight=weight.to(t.device), reduction=reduction), logp,
+                          dtype=torch.float32)
+        # uint8 targets, as CPU takes them
+        _forward_backward(lambda t: F.nll_loss(t, target.clamp(min=0).to(torch.uint8).to(t.device),
+                                               reduction=reduction), logp, dtype=torch.float32)
+        for half in (torch.float16, torch.bfloat16):
+            x, w = logp.to(half), weight.to(half)
+            expected = F.nll_loss(x, target, weight=w, reduction=reduction)
+            actual = F.nll_loss(x.to(DEV), target.to(DEV), weight=w.to(DEV), reduction=reduction)
+            assert actual.dtype == half
+            torch.testing.assert_close(actual.cpu(), expected, rtol=1e-2, atol=1e-2)
+    # a class out of range (not ignore_index) stops the kernel; the device stays usable
+    with pytest.raises(RuntimeError, match="out of range of the classes"):
+        F.nll_loss(logp.to(DEV), torch.tensor([0, 9, 1, 1, 1, 1, 1]).to(DEV)).item()
+    with pytest.raises(RuntimeError, match="out of range of the classes"):
+        F.nll_loss(logp.to(DEV), torch.tensor([0, -3, 1, 1, 1, 1, 1]).to(DEV)).item()
+    torch.testing.assert_close(F.nll_loss(logp.to(DEV), target.to(DEV)).cpu(), F.nll_loss(logp, target))
+
+
 def test_spatial_cross_entropy_uses_nll_loss2d_on_the_device():
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(2, 4, 3, 5, generator=g)
