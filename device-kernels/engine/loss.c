@@ -1,15 +1,19 @@
 /*
- * Losses as kernels of their own: nll_loss forward and backward (see
- * openreg_engine.h). As ATen composites they took a dozen launches each
+ * Losses as kernels of their own: nll_loss forward and backward, of rows and
+ * of spatial positions (see openreg_engine.h). As ATen composites they took a dozen launches each
  * (comparisons, selects, a gather, sums, a scatter); a classifier's step
  * pays for them every time, so they are one launch here.
  */
 #include "dtype.h"
 
-/* Row i's target, -1 when it does not count; traps when it is out of range. */
-ALWAYS_INLINE int64_t nll_target(const or_nll *p, int64_t i) {
-  const char *target = device_ptr(p->data[OR_NLL_TARGET]);
-  const int64_t t = load_I64(target + i * p->row_strides[OR_NLL_TARGET], p->dtypes[OR_NLL_TARGET]);
+/* Operand k's address for row i of sample s (byte strides). */
+ALWAYS_INLINE char *nll_at(const or_nll *p, uint32_t k, int64_t s, int64_t i) {
+  return device_ptr(p->data[k]) + s * p->sample_strides[k] + i * p->row_strides[k];
+}
+
+/* A row's target, -1 when it does not count; traps when it is out of range. */
+ALWAYS_INLINE int64_t nll_target(const or_nll *p, int64_t s, int64_t i) {
+  const int64_t t = load_I64(nll_at(p, OR_NLL_TARGET, s, i), p->dtypes[OR_NLL_TARGET]);
   if (t == p->ignore_index) {
     return -1;
   }
@@ -27,24 +31,25 @@ ALWAYS_INLINE double nll_weight(const or_nll *p, int64_t t) {
 }
 
 static void nll_forward(const or_nll *p) {
-  const char *in = device_ptr(p->data[OR_NLL_INPUT]);
-  char *out = device_ptr(p->data[OR_NLL_OUT]);
   double sum = 0.0, weights = 0.0;
-  for (int64_t i = 0; i < p->rows; i++) {
-    const int64_t t = nll_target(p, i);
-    double loss = 0.0;
-    if (t >= 0) {
-      const double w = nll_weight(p, t);
-      const char *x = in + i * p->row_strides[OR_NLL_INPUT] + t * p->class_strides[OR_NLL_INPUT];
-      loss = -w * load_F64(x, p->dtypes[OR_NLL_INPUT]);
-      weights += w;
-    }
-    if (p->reduction == OR_NLL_NONE) {
-      store_F64(out + i * p->row_strides[OR_NLL_OUT], p->dtypes[OR_NLL_OUT], loss);
-    } else {
-      sum += loss;
+  for (int64_t s = 0; s < p->samples; s++) {
+    for (int64_t i = 0; i < p->rows; i++) {
+      const int64_t t = nll_target(p, s, i);
+      double loss = 0.0;
+      if (t >= 0) {
+        const double w = nll_weight(p, t);
+        const char *x = nll_at(p, OR_NLL_INPUT, s, i) + t * p->class_strides[OR_NLL_INPUT];
+        loss = -w * load_F64(x, p->dtypes[OR_NLL_INPUT]);
+        weights += w;
+      }
+      if (p->reduction == OR_NLL_NONE) {
+        store_F64(nll_at(p, OR_NLL_OUT, s, i), p->dtypes[OR_NLL_OUT], loss);
+      } else {
+        sum += loss;
+      }
     }
   }
+  char *out = device_ptr(p->data[OR_NLL_OUT]);
   char *total = device_ptr(p->data[OR_NLL_TOTAL]);
   if (p->reduction == OR_NLL_NONE) {
     store_F64(total, p->dtypes[OR_NLL_TOTAL], 0.0);
@@ -55,24 +60,23 @@ static void nll_forward(const or_nll *p) {
 }
 
 static void nll_backward(const or_nll *p) {
-  char *grad_in = device_ptr(p->data[OR_NLL_INPUT]);
-  const char *grad_out = device_ptr(p->data[OR_NLL_OUT]);
   double g = 0.0; /* the one grad_output of a reduced loss, over total_weight for MEAN */
   if (p->reduction != OR_NLL_NONE) {
-    g = load_F64(grad_out, p->dtypes[OR_NLL_OUT]);
+    g = load_F64(device_ptr(p->data[OR_NLL_OUT]), p->dtypes[OR_NLL_OUT]);
     if (p->reduction == OR_NLL_MEAN) {
       g = g / load_F64(device_ptr(p->data[OR_NLL_TOTAL]), p->dtypes[OR_NLL_TOTAL]);
     }
   }
-  for (int64_t i = 0; i < p->rows; i++) {
-    const int64_t t = nll_target(p, i);
-    if (t < 0) {
-      continue;
+  for (int64_t s = 0; s < p->samples; s++) {
+    for (int64_t i = 0; i < p->rows; i++) {
+      const int64_t t = nll_target(p, s, i);
+      if (t < 0) {
+        continue;
+      }
+      const double gi = p->reduction == OR_NLL_NONE ? load_F64(nll_at(p, OR_NLL_OUT, s, i), p->dtypes[OR_NLL_OUT]) : g;
+      char *at = nll_at(p, OR_NLL_INPUT, s, i) + t * p->class_strides[OR_NLL_INPUT];
+      store_F64(at, p->dtypes[OR_NLL_INPUT], nll_weight(p, t) * -gi);
     }
-    const double gi =
-        p->reduction == OR_NLL_NONE ? load_F64(grad_out + i * p->row_strides[OR_NLL_OUT], p->dtypes[OR_NLL_OUT]) : g;
-    char *at = grad_in + i * p->row_strides[OR_NLL_INPUT] + t * p->class_strides[OR_NLL_INPUT];
-    store_F64(at, p->dtypes[OR_NLL_INPUT], nll_weight(p, t) * -gi);
   }
 }
 
@@ -83,7 +87,7 @@ EXPORT(nll_loss) void nll_loss(const or_nll *params, int32_t worker, int32_t wor
   }
   const or_nll part = *params;
   const or_nll *p = &part;
-  if (p->rows < 0 || p->classes < 0 || p->reduction > OR_NLL_SUM) {
+  if (p->samples < 0 || p->rows < 0 || p->classes < 0 || p->reduction > OR_NLL_SUM) {
     TRAP();
   }
   for (uint32_t k = 0; k < OR_NLL_OPERANDS; k++) {

@@ -945,10 +945,11 @@ typedef struct or_norm {
 OR_STATIC_ASSERT(offsetof(or_norm, data) == 48 && sizeof(or_norm) == 48 + 8 * OR_NORM_OPERANDS, "or_norm layout");
 
 /*
- * The `nll_loss` kernel: the negative log-likelihood of `rows` rows of
- * `classes` values (nll_loss, so cross_entropy with class indices), on one
- * worker. Each row's target t counts unless it is `ignore_index`, with
- * weight w = weight[t] (1 without a weight).
+ * The `nll_loss` kernel: the negative log-likelihood of `samples` x `rows`
+ * rows of `classes` values (nll_loss, so cross_entropy with class indices;
+ * nll_loss2d's rows are a sample's spatial positions), on one worker. Each
+ * row's target t counts unless it is `ignore_index`, with weight w =
+ * weight[t] (1 without a weight).
  *
  * Forward: each counted row's loss -w x[t] (0 for a row that does not
  * count), written per row (reduction NONE), or summed in row order in
@@ -977,15 +978,16 @@ OR_STATIC_ASSERT(offsetof(or_norm, data) == 48 && sizeof(or_norm) == 48 + 8 * OR
 typedef struct or_nll {
   uint32_t backward;
   uint32_t reduction; /* OR_NLL_NONE, OR_NLL_MEAN or OR_NLL_SUM */
-  int64_t rows, classes, ignore_index;
+  int64_t samples, rows, classes, ignore_index;
   uint32_t dtypes[OR_NLL_OPERANDS];
   uint32_t reserved;
   uint64_t data[OR_NLL_OPERANDS];
-  int64_t row_strides[OR_NLL_OPERANDS]; /* bytes (input, target, out) */
-  int64_t class_strides[OR_NLL_OPERANDS]; /* bytes (input, weight) */
+  int64_t sample_strides[OR_NLL_OPERANDS]; /* bytes (input, target, out) */
+  int64_t row_strides[OR_NLL_OPERANDS];    /* bytes (input, target, out) */
+  int64_t class_strides[OR_NLL_OPERANDS];  /* bytes (input, weight) */
 } or_nll;
 
-OR_STATIC_ASSERT(offsetof(or_nll, data) == 56 && sizeof(or_nll) == 56 + 24 * OR_NLL_OPERANDS, "or_nll layout");
+OR_STATIC_ASSERT(offsetof(or_nll, data) == 64 && sizeof(or_nll) == 64 + 32 * OR_NLL_OPERANDS, "or_nll layout");
 
 #ifdef __cplusplus
 } /* namespace openreg::engine */

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstring>
 #include <optional>
+#include <vector>
 #include <string>
 #include <mutex>
 
@@ -897,42 +898,80 @@ void launch_norm(or_norm_op op, int64_t groups, int64_t length, int64_t planes, 
   launch<kNorm>(device->index(), block, pointers.data(), npointers, groups > 1 ? 4 * groups * planes * length : 0);
 }
 
+// The stride of dims d and d + 1 of t as one run (t's spatial positions as
+// rows), if they are one.
+std::optional<int64_t> run_stride(const at::Tensor& t, int64_t d) {
+  if (t.size(d + 1) == 1) {
+    return t.stride(d);
+  }
+  if (t.size(d) == 1 || t.stride(d) == t.size(d + 1) * t.stride(d + 1)) {
+    return t.stride(d + 1);
+  }
+  return std::nullopt;
+}
+
 void launch_nll(bool backward, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
                 int64_t reduction, int64_t ignore_index, const at::Tensor& out, const at::Tensor& total_weight) {
-  TORCH_INTERNAL_ASSERT(input.dim() >= 1 && input.dim() <= 2 && target.dim() <= 1 && total_weight.numel() == 1 &&
-                            reduction >= OR_NLL_NONE && reduction <= OR_NLL_SUM,
+  const bool spatial = input.dim() == 4;
+  TORCH_INTERNAL_ASSERT((input.dim() >= 1 && input.dim() <= 2 && target.dim() <= 1) ||
+                            (spatial && target.dim() == 3),
                         "openreg: launch_nll operands");
+  TORCH_INTERNAL_ASSERT(total_weight.numel() == 1 && reduction >= OR_NLL_NONE && reduction <= OR_NLL_SUM,
+                        "openreg: launch_nll reduction");
   const c10::Device device = input.device();
   for (const at::Tensor* t : {&target, &weight, &out, &total_weight}) {
     TORCH_CHECK(!t->defined() || t->device() == device, "Expected all tensors to be on the same device, but found "
                 "at least two devices, ", device, " and ", t->device(), "!");
   }
-  const bool rows = input.dim() == 2;
+  const bool rows = input.dim() >= 2;
   or_nll block{};
   block.backward = backward ? 1 : 0;
   // One row of classes reduces whatever the reduction, as CPU's nll_loss.
   block.reduction = static_cast<uint32_t>(!rows && reduction == OR_NLL_NONE ? OR_NLL_SUM : reduction);
-  block.rows = rows ? input.size(0) : 1;
-  block.classes = input.size(-1);
+  block.samples = spatial ? input.size(0) : 1;
+  block.rows = spatial ? input.size(2) * input.size(3) : rows ? input.size(0) : 1;
+  block.classes = input.size(rows ? 1 : 0);
   block.ignore_index = ignore_index;
   std::array<uint32_t, OR_NLL_OPERANDS> pointers{};
   size_t npointers = 0;
-  const auto operand = [&](int slot, const at::Tensor& t, int64_t row_stride, int64_t class_stride) {
+  // Strides in elements: a spatial operand's samples, its rows (its H x W
+  // positions as one run) and, for the input, its classes; else rows.
+  const auto operand = [&](int slot, const at::Tensor& t, int64_t sample, int64_t row, int64_t cls) {
     block.dtypes[slot] = static_cast<uint32_t>(t.defined() ? t.scalar_type() : input.scalar_type());
     if (!t.defined()) {
       return;
     }
     const auto size = static_cast<int64_t>(t.element_size());
     block.data[slot] = reinterpret_cast<uint64_t>(t.data_ptr());
-    block.row_strides[slot] = row_stride * size;
-    block.class_strides[slot] = class_stride * size;
+    block.sample_strides[slot] = sample * size;
+    block.row_strides[slot] = row * size;
+    block.class_strides[slot] = cls * size;
     pointers[npointers++] = static_cast<uint32_t>(offsetof(or_nll, data) + sizeof(uint64_t) * slot);
   };
-  operand(OR_NLL_INPUT, input, rows ? input.stride(0) : 0, input.stride(-1));
-  operand(OR_NLL_TARGET, target, target.dim() == 1 ? target.stride(0) : 0, 0);
-  operand(OR_NLL_WEIGHT, weight, 0, weight.defined() ? weight.stride(0) : 0);
-  operand(OR_NLL_OUT, out, out.dim() == 1 ? out.stride(0) : 0, 0);
-  operand(OR_NLL_TOTAL, total_weight, 0, 0);
+  // An (N, ...) operand per row: its strides, the spatial positions as one
+  // run (a read-only operand whose positions are not one is copied first;
+  // the written ones are the caller's new tensors).
+  // The written operand (the forward's per-row output, grad_input) is new.
+  TORCH_INTERNAL_ASSERT(!spatial || (backward ? run_stride(input, 2) : out.dim() == 0 || run_stride(out, 1)),
+                        "openreg: launch_nll written operand");
+  std::vector<at::Tensor> keep;
+  const auto per_row = [&](int slot, const at::Tensor& t, int64_t first_spatial) {
+    if (slot == OR_NLL_INPUT && !spatial) { // (rows, classes), or one row of classes
+      operand(slot, t, 0, rows ? t.stride(0) : 0, t.stride(-1));
+      return;
+    }
+    if (!spatial || t.dim() == 0) { // a value per row, or one value
+      operand(slot, t, 0, t.dim() == 1 ? t.stride(0) : 0, 0);
+      return;
+    }
+    const at::Tensor& run = run_stride(t, first_spatial) ? t : keep.emplace_back(t.contiguous());
+    operand(slot, run, run.stride(0), *run_stride(run, first_spatial), slot == OR_NLL_INPUT ? run.stride(1) : 0);
+  };
+  per_row(OR_NLL_INPUT, input, 2);
+  per_row(OR_NLL_TARGET, target, 1);
+  operand(OR_NLL_WEIGHT, weight, 0, 0, weight.defined() ? weight.stride(0) : 0);
+  per_row(OR_NLL_OUT, out, 1);
+  operand(OR_NLL_TOTAL, total_weight, 0, 0, 0);
   launch<kNll>(device.index(), block, pointers.data(), npointers, 0);
 }
 

@@ -1,8 +1,8 @@
 // Neural-network ops. Softmax and log_softmax with their backward ops, and
 // logsumexp, run the engine's `softmax` kernel (one launch each), and
-// nll_loss (so cross_entropy with class indices) with its backward, for 1-d
-// and 2-d inputs, the engine's `nll_loss` kernel. The others are written
-// with device ops: spatial nll_loss (nll_loss2d) and its backward; layer and
+// nll_loss and nll_loss2d (so cross_entropy with class indices) with their
+// backward ops, the engine's `nll_loss` kernel. The others are written with
+// device ops: layer and
 // batch normalization with their backward ops; the dense embedding gradient
 // and max_norm renormalization; dropout's backward; isposinf/isneginf; 1-d
 // and 2-d convolution (im2col and the engine's GEMM) and max pooling, with
@@ -142,88 +142,14 @@ Tensor softmax_backward_entry(const Tensor& grad_output, const Tensor& output, i
   return std::move(op.outputs_[0]);
 }
 
-// The composite nll_loss of spatial inputs (nll_loss2d), and of empty ones.
-// nll_loss over a class dimension 1: a 1-d input (C) is one row (1, C), its
-// 0-d target (1); (N, C) and (N, C, d1, ...) inputs have targets (N, d1, ...).
-Tensor with_rows(const Tensor& self) {
-  return self.dim() == 1 ? self.unsqueeze(0) : self;
-}
-
-// What forward and backward share: each target's class, clamped to a valid
-// index where it is ignored (int64, the target's shape with a dimension 1
-// inserted, for gather and scatter), whether it counts, and its weight (0
-// where it does not).
-struct Picks {
-  Tensor safe;
-  Tensor valid;
-  Tensor weight;
-};
-
-Picks picks(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
-            at::ScalarType dtype) {
-  const Tensor t = (self.dim() == 1 ? target.reshape({1}) : target).to(at::kLong);
-  Picks p;
-  p.valid = t.ne(ignore_index);
-  const Tensor safe = at::where(p.valid, t, 0);
-  p.safe = safe.unsqueeze(1);
-  if (defined(weight)) {
-    p.weight = at::where(p.valid, in_opmath(*weight).index_select(0, safe.reshape({-1})).view(t.sizes()), 0);
-  } else {
-    p.weight = p.valid.to(dtype);
+// nll_loss of an empty input (no rows, or no classes), as CPU's: total_weight
+// 0, the output an empty sum (0), or its mean (nan). Any other runs the
+// engine's nll_loss kernel (engine::launch_nll).
+void nll_loss_empty(int64_t reduction, const Tensor& output, const Tensor& total_weight) {
+  total_weight.zero_();
+  if (output.numel() > 0) {
+    output.fill_(reduction == at::Reduction::Mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
   }
-  return p;
-}
-
-// output and total_weight, as CPU's nll_loss: per-target -w * x[class] (0
-// where ignored), or their sum, or their sum over the sum of the weights.
-void nll_loss_values(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
-                     int64_t reduction, int64_t ignore_index, const Tensor& output, const Tensor& total_weight) {
-  const at::ScalarType dtype = opmath(self.scalar_type());
-  if (self.numel() == 0) { // nothing to pick: CPU's empty sum, and mean (nan)
-    total_weight.zero_();
-    if (output.numel() > 0) {
-      output.fill_(reduction == at::Reduction::Mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
-    }
-    return;
-  }
-  const Picks p = picks(self, target, weight, ignore_index, dtype);
-  const Tensor x = in_opmath(with_rows(self));
-  const Tensor losses = at::where(p.valid, x.gather(1, p.safe).squeeze(1).mul(p.weight).neg(), 0);
-  if (reduction == at::Reduction::None && self.dim() >= 2) {
-    output.copy_(losses);
-    total_weight.zero_();
-    return;
-  }
-  const Tensor sum = losses.sum();
-  const Tensor weights = p.weight.sum();
-  total_weight.copy_(weights);
-  output.copy_(reduction == at::Reduction::Mean ? sum / weights : sum);
-}
-
-// grad_input: zeros but -w * g at each counted target's class, g the
-// target's output grad (none), or the one grad (sum) over the total weight
-// (mean).
-void nll_loss_grad(const Tensor& grad_output, const Tensor& self, const Tensor& target,
-                   const std::optional<Tensor>& weight, int64_t reduction, int64_t ignore_index,
-                   const Tensor& total_weight, const Tensor& grad_input) {
-  grad_input.zero_();
-  if (self.numel() == 0) {
-    return;
-  }
-  const at::ScalarType dtype = opmath(self.scalar_type());
-  const Picks p = picks(self, target, weight, ignore_index, dtype);
-  Tensor g = in_opmath(grad_output);
-  if (!(reduction == at::Reduction::None && self.dim() >= 2)) {
-    g = g.reshape({}).expand(p.valid.sizes());
-    if (reduction == at::Reduction::Mean) {
-      g = g / in_opmath(total_weight);
-    }
-  }
-  Tensor values = at::where(p.valid, p.weight.mul(g).neg(), 0).unsqueeze(1);
-  if (values.scalar_type() != grad_input.scalar_type()) {
-    values = values.to(grad_input.scalar_type());
-  }
-  with_rows(grad_input).scatter_(1, p.safe, values);
 }
 
 at::OptionalTensorRef optional_ref(const std::optional<Tensor>& t) {
@@ -239,8 +165,8 @@ std::tuple<Tensor, Tensor> nll_loss_forward_kernel(const Tensor& self, const Ten
   check_floating(self, "nll_loss");
   Functional<at::meta::structured_nll_loss_forward> op; // checks, allocates output and total_weight
   op.meta(self, target, optional_ref(weight), reduction, ignore_index);
-  if (self.numel() == 0) { // CPU's empty sum, and mean (nan)
-    nll_loss_values(self, target, weight, reduction, ignore_index, op.outputs_[0], op.outputs_[1]);
+  if (self.numel() == 0) {
+    nll_loss_empty(reduction, op.outputs_[0], op.outputs_[1]);
   } else { // one launch of the engine's nll_loss
     engine::launch_nll(false, self, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
                        ignore_index, op.outputs_[0], op.outputs_[1]);
@@ -292,7 +218,12 @@ std::tuple<Tensor, Tensor> nll_loss2d_forward_kernel(const Tensor& self, const T
   check_nll_loss2d(self, target, weight);
   Tensor output = reduction == at::Reduction::None ? at::empty(target.sizes(), self.options()) : at::empty({}, self.options());
   Tensor total_weight = at::empty({}, self.options());
-  nll_loss_values(self, target, weight, reduction, ignore_index, output, total_weight);
+  if (self.numel() == 0) {
+    nll_loss_empty(reduction, output, total_weight);
+  } else {
+    engine::launch_nll(false, self, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
+                       ignore_index, output, total_weight);
+  }
   return {output, total_weight};
 }
 
@@ -305,8 +236,11 @@ Tensor nll_loss2d_backward_kernel(const Tensor& grad_output, const Tensor& self,
   }
   check_floating(self, "nll_loss2d_backward");
   check_nll_loss2d(self, target, weight);
-  Tensor grad_input = at::empty_like(self, at::MemoryFormat::Contiguous);
-  nll_loss_grad(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+  Tensor grad_input = at::zeros_like(self, at::MemoryFormat::Contiguous);
+  if (self.numel() > 0) {
+    engine::launch_nll(true, grad_input, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
+                       ignore_index, grad_output, total_weight);
+  }
   return grad_input;
 }
 

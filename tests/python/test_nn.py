@@ -204,6 +204,18 @@ def test_spatial_cross_entropy_uses_nll_loss2d_on_the_device():
     volume = torch.randn(2, 3, 2, 2, 2, generator=g)  # (N, C, d1, d2, d3): folded into 2-d spatial dims
     _forward_backward(lambda t: F.cross_entropy(t, torch.zeros(2, 2, 2, 2, dtype=torch.long).to(t.device)), volume,
                       dtype=torch.float32)
+    # the engine's nll_loss kernel, whatever the layout: channels last, a slice whose positions are
+    # not one run of strides (copied first), a transposed target
+    wide = torch.randn(2, 4, 3, 10, generator=g)
+    for x, t, view in ((logits.to(memory_format=torch.channels_last), target, lambda v: v),
+                       (wide, target, lambda v: v[..., ::2]),  # sliced on the device
+                       (logits.transpose(2, 3), target.transpose(1, 2), lambda v: v)):
+        for reduction in ("mean", "none"):
+            _forward_backward(lambda v: F.cross_entropy(view(v), t.to(v.device), weight=weight.to(v.device),
+                                                        reduction=reduction), x, dtype=torch.float32)
+    leaf = logits.to(DEV).requires_grad_()
+    kernels = _device_kernels(lambda: F.cross_entropy(leaf, target.to(DEV)).backward())
+    assert {"nll_loss (forward)", "nll_loss (backward)"} <= kernels, kernels
 
 
 def test_all_targets_ignored_and_empty_batch_match_cpu():
