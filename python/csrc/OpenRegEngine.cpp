@@ -948,19 +948,24 @@ void launch_nll(bool backward, const at::Tensor& input, const at::Tensor& target
     block.class_strides[slot] = cls * size;
     pointers[npointers++] = static_cast<uint32_t>(offsetof(or_nll, data) + sizeof(uint64_t) * slot);
   };
-  // An (N, ...) operand per row: its strides, the spatial positions as one
-  // run (a read-only operand whose positions are not one is copied first;
-  // the written ones are the caller's new tensors).
-  // The written operand (the forward's per-row output, grad_input) is new.
-  TORCH_INTERNAL_ASSERT(!spatial || (backward ? run_stride(input, 2) : out.dim() == 0 || run_stride(out, 1)),
+  // The written operand (the forward's per-row output, grad_input) is the
+  // caller's new tensor, its positions one run.
+  TORCH_INTERNAL_ASSERT(!spatial || (backward ? run_stride(input, 2).has_value()
+                                              : out.dim() == 0 || run_stride(out, 1).has_value()),
                         "openreg: launch_nll written operand");
+  // An operand per row: its strides, a spatial one's positions as one run (a
+  // read-only operand whose positions are not one is copied first).
   std::vector<at::Tensor> keep;
   const auto per_row = [&](int slot, const at::Tensor& t, int64_t first_spatial) {
     if (slot == OR_NLL_INPUT && !spatial) { // (rows, classes), or one row of classes
       operand(slot, t, 0, rows ? t.stride(0) : 0, t.stride(-1));
       return;
     }
-    if (!spatial || t.dim() == 0) { // a value per row, or one value
+    if (slot == OR_NLL_OUT && block.reduction != OR_NLL_NONE) { // one value
+      operand(slot, t, 0, 0, 0);
+      return;
+    }
+    if (!spatial) { // a value per row
       operand(slot, t, 0, t.dim() == 1 ? t.stride(0) : 0, 0);
       return;
     }

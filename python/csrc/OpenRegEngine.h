@@ -90,7 +90,7 @@ void launch_softmax(or_softmax_op op, const at::Tensor& result, const at::Tensor
 // nll_loss over `input` (rows x classes, one row of classes, or N x classes
 // x H x W with targets N x H x W: nll_loss2d): forward
 // (`backward` false) writes `out` (a value per row for reduction NONE of a
-// 2-d or 4-d input, else one value) and `total_weight`; backward adds -w g at each
+// 2-d or 4-d input, else one value) and `total_weight`; backward writes -w g at each
 // counted row's class into `input` (grad_input, zeroed by the caller), `out`
 // being grad_output and `total_weight` the forward's. `weight` may be
 // undefined. One launch (see or_nll in openreg_engine.h).

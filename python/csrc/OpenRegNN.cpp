@@ -142,6 +142,19 @@ Tensor softmax_backward_entry(const Tensor& grad_output, const Tensor& output, i
   return std::move(op.outputs_[0]);
 }
 
+// What CPU's nll_loss kernels take besides the meta checks: a weight of the
+// input's dtype; a spatial target of int64 (nll_loss2d), as their messages
+// say. (ATen's nll_loss meta checks the target's dtype, Long or Byte.)
+void check_nll_dtypes(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight, bool spatial) {
+  TORCH_CHECK(!defined(weight) || weight->scalar_type() == self.scalar_type(), "expected scalar type ",
+              self.scalar_type(), " but found ", weight->scalar_type());
+  if (spatial) {
+    TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kByte,
+                "expected target dtype to be Long or Byte, but got ", target.scalar_type());
+    TORCH_CHECK(target.scalar_type() == at::kLong, "expected scalar type Long but found ", target.scalar_type());
+  }
+}
+
 // nll_loss of an empty input (no rows, or no classes), as CPU's: total_weight
 // 0, the output an empty sum (0), or its mean (nan). Any other runs the
 // engine's nll_loss kernel (engine::launch_nll).
@@ -165,6 +178,7 @@ std::tuple<Tensor, Tensor> nll_loss_forward_kernel(const Tensor& self, const Ten
   check_floating(self, "nll_loss");
   Functional<at::meta::structured_nll_loss_forward> op; // checks, allocates output and total_weight
   op.meta(self, target, optional_ref(weight), reduction, ignore_index);
+  check_nll_dtypes(self, target, weight, false);
   if (self.numel() == 0) {
     nll_loss_empty(reduction, op.outputs_[0], op.outputs_[1]);
   } else { // one launch of the engine's nll_loss
@@ -184,6 +198,7 @@ Tensor nll_loss_backward_kernel(const Tensor& grad_output, const Tensor& self, c
   check_floating(self, "nll_loss_backward");
   Functional<at::meta::structured_nll_loss_backward> op;
   op.meta(grad_output, self, target, optional_ref(weight), reduction, ignore_index, total_weight);
+  check_nll_dtypes(self, target, weight, false);
   const Tensor& grad_input = op.outputs_[0];
   grad_input.zero_();
   if (self.numel() > 0) { // -w g at each counted row's class: one launch of the engine's nll_loss
@@ -206,6 +221,7 @@ void check_nll_loss2d(const Tensor& self, const Tensor& target, const std::optio
               self.sizes());
   TORCH_CHECK(target.device() == self.device(), "Expected all tensors to be on the same device, but found at least "
               "two devices, ", self.device(), " and ", target.device(), "!");
+  check_nll_dtypes(self, target, weight, true);
 }
 
 std::tuple<Tensor, Tensor> nll_loss2d_forward_kernel(const Tensor& self, const Tensor& target,
@@ -236,6 +252,17 @@ Tensor nll_loss2d_backward_kernel(const Tensor& grad_output, const Tensor& self,
   }
   check_floating(self, "nll_loss2d_backward");
   check_nll_loss2d(self, target, weight);
+  // CPU's checks of the gradient (nll_loss2d has no meta function)
+  if (reduction == at::Reduction::None) {
+    TORCH_CHECK(grad_output.dim() == 3 && grad_output.sizes() == target.sizes(),
+                "nll_loss2d_backward: size mismatch (got grad_output: ", grad_output.sizes(), ", target: ",
+                target.sizes(), ")");
+  } else {
+    TORCH_CHECK(grad_output.dim() <= 1 && grad_output.numel() == 1,
+                "Expected a single element grad_output tensor, but got: ", grad_output.sizes());
+  }
+  TORCH_CHECK(total_weight.numel() == 1, "expected total_weight to be a single element tensor, got: ",
+              total_weight.sizes(), " (", total_weight.numel(), " elements)");
   Tensor grad_input = at::zeros_like(self, at::MemoryFormat::Contiguous);
   if (self.numel() > 0) {
     engine::launch_nll(true, grad_input, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,

@@ -171,7 +171,7 @@ def test_nll_loss_is_one_kernel_for_any_dtype_layout_and_target_range():
     assert {"nll_loss (forward)", "nll_loss (backward)"} <= kernels, kernels
     assert not any(k.startswith(("index", "reduce")) for k in kernels), kernels
     for reduction in ("mean", "sum", "none"):
-        # a transposed input, a strided target, float64 weights of float32 inputs
+        # a transposed input, a strided target, weights
         _forward_backward(lambda t: F.nll_loss(t.t().contiguous().t(), target.repeat_interleave(2)[::2].to(t.device),
                                                weight=weight.to(t.device), reduction=reduction), logp,
                           dtype=torch.float32)
@@ -192,6 +192,37 @@ def test_nll_loss_is_one_kernel_for_any_dtype_layout_and_target_range():
     torch.testing.assert_close(F.nll_loss(logp.to(DEV), target.to(DEV)).cpu(), F.nll_loss(logp, target))
 
 
+def test_nll_loss_refuses_what_cpu_refuses():
+    g = torch.Generator().manual_seed(4)
+    logp, image = torch.randn(3, 4, generator=g), torch.randn(2, 4, 3, 5, generator=g)
+    target, spatial = torch.tensor([1, 2, 3]), torch.randint(0, 4, (2, 3, 5), generator=g)
+    cases = [  # the same call on both sides, with what CPU says
+        (lambda d: F.nll_loss(logp.to(d), target.to(d), weight=torch.ones(4, dtype=torch.float64, device=d)),
+         "expected scalar type Float but found Double"),
+        (lambda d: F.nll_loss(image.to(d), spatial.to(d), weight=torch.ones(4, dtype=torch.float64, device=d)),
+         "expected scalar type Float but found Double"),
+        (lambda d: F.nll_loss(image.to(d), spatial.int().to(d)), "expected target dtype to be Long or Byte"),
+        (lambda d: F.nll_loss(image.to(d), spatial.to(torch.uint8).to(d)), "expected scalar type Long but found Byte"),
+    ]
+    for call, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            call("cpu")
+        with pytest.raises(RuntimeError, match=message):
+            call(DEV)
+    # nll_loss2d's backward checks its gradient's shape (it has no meta function to do it)
+    x = image.to(DEV)
+    out, total = torch.ops.aten.nll_loss2d_forward(x, spatial.to(DEV), None, 0, -100)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        torch.ops.aten.nll_loss2d_backward(torch.ones(1, 1, 1, device=DEV), x, spatial.to(DEV), None, 0, -100, total)
+    with pytest.raises(RuntimeError, match="single element grad_output"):
+        torch.ops.aten.nll_loss2d_backward(torch.ones(2, device=DEV), x, spatial.to(DEV), None, 1, -100, total)
+    # a one-element grad_output of shape (1,) is taken, as on CPU
+    grad = torch.ops.aten.nll_loss2d_backward(torch.ones(1, device=DEV), x, spatial.to(DEV), None, 1, -100, total)
+    expected = torch.ops.aten.nll_loss2d_backward(torch.ones(1), image, spatial, None, 1, -100, total.cpu())
+    torch.testing.assert_close(grad.cpu(), expected)
+    torch.testing.assert_close(out.cpu(), torch.ops.aten.nll_loss2d_forward(image, spatial, None, 0, -100)[0])
+
+
 def test_spatial_cross_entropy_uses_nll_loss2d_on_the_device():
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(2, 4, 3, 5, generator=g)
@@ -208,7 +239,7 @@ def test_spatial_cross_entropy_uses_nll_loss2d_on_the_device():
     # not one run of strides (copied first), a transposed target
     wide = torch.randn(2, 4, 3, 10, generator=g)
     for x, t, view in ((logits.to(memory_format=torch.channels_last), target, lambda v: v),
-                       (wide, target, lambda v: v[..., ::2]),  # sliced on the device
+                       (wide, target, lambda v: v[..., :5]),  # sliced on the device: rows 10 apart, 5 long
                        (logits.transpose(2, 3), target.transpose(1, 2), lambda v: v)):
         for reduction in ("mean", "none"):
             _forward_backward(lambda v: F.cross_entropy(view(v), t.to(v.device), weight=weight.to(v.device),
@@ -234,7 +265,7 @@ def test_bad_targets_raise_and_the_device_stays_usable():
         F.nll_loss(logits, torch.zeros(3, 2, dtype=torch.long, device=DEV))
     with pytest.raises(ValueError, match="Expected input batch_size"):  # as on CPU
         F.cross_entropy(logits, torch.zeros(2, dtype=torch.long, device=DEV))
-    # a class index out of range stops the device's gather (a device-side check, as on CUDA)
+    # a class index out of range stops the device's nll_loss kernel (a device-side check, as on CUDA)
     with pytest.raises(RuntimeError, match="trapped|out of range|out of bounds"):
         F.cross_entropy(logits, torch.tensor([0, 9, 1], device=DEV)).item()
     torch.testing.assert_close(
