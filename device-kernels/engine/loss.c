@@ -1,8 +1,9 @@
 /*
- * Losses as kernels of their own: nll_loss forward and backward, of rows and
- * of spatial positions (see openreg_engine.h). As ATen composites they took a dozen launches each
- * (comparisons, selects, a gather, sums, a scatter); a classifier's step
- * pays for them every time, so they are one launch here.
+ * Losses as kernels of their own: nll_loss forward and backward, of rows
+ * and of spatial positions (see openreg_engine.h). As ATen composites they
+ * took a dozen launches each (comparisons, selects, a gather, sums, a
+ * scatter); a classifier's step pays for them every time, so they are one
+ * launch here.
  */
 #include "dtype.h"
 
