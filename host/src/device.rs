@@ -980,14 +980,15 @@ impl DeviceShared {
             _ => TrapKind::Other,
         };
         let mut detail = format!("{err}");
-        if module.id == crate::ENGINE_MODULE && name == "index" && kind == TrapKind::Unreachable {
-            // The engine's indexing kernel stops at an index out of range, as
-            // CUDA's device-side assert does (device-kernels/engine/index.c).
-            detail = format!("an index is out of range for the indexed dimension; {detail}");
-        }
-        if module.id == crate::ENGINE_MODULE && name == "nll_loss" && kind == TrapKind::Unreachable {
-            // nll_loss stops at a target class out of range (not ignore_index).
-            detail = format!("a target is out of range of the classes (Target out of bounds); {detail}");
+        // Engine kernels that stop at a bad index, as CUDA's device-side
+        // asserts do (device-kernels/engine/index.c and loss.c).
+        let cause = match name.as_str() {
+            "index" => Some("an index is out of range for the indexed dimension"),
+            "nll_loss" => Some("a target is out of range of the classes (Target out of bounds)"),
+            _ => None,
+        };
+        if let Some(cause) = cause.filter(|_| module.id == crate::ENGINE_MODULE && kind == TrapKind::Unreachable) {
+            detail = format!("{cause}; {detail}");
         }
         Error::KernelTrap { device: self.index, kernel: name, op, trap: kind, detail }
     }

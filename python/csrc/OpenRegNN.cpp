@@ -155,13 +155,31 @@ void check_nll_dtypes(const Tensor& self, const Tensor& target, const std::optio
   }
 }
 
-// nll_loss of an empty input (no rows, or no classes), as CPU's: total_weight
-// 0, the output an empty sum (0), or its mean (nan). Any other runs the
-// engine's nll_loss kernel (engine::launch_nll).
-void nll_loss_empty(int64_t reduction, const Tensor& output, const Tensor& total_weight) {
-  total_weight.zero_();
-  if (output.numel() > 0) {
-    output.fill_(reduction == at::Reduction::Mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+// output and total_weight of nll_loss or nll_loss2d: one launch of the
+// engine's nll_loss kernel; for an empty input (no rows, or no classes),
+// CPU's: total_weight 0, the output an empty sum (0) or its mean (nan).
+void nll_loss_values(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
+                     int64_t reduction, int64_t ignore_index, const Tensor& output, const Tensor& total_weight) {
+  if (self.numel() == 0) {
+    total_weight.zero_();
+    if (output.numel() > 0) {
+      output.fill_(reduction == at::Reduction::Mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    }
+    return;
+  }
+  engine::launch_nll(false, self, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
+                     ignore_index, output, total_weight);
+}
+
+// grad_input of nll_loss or nll_loss2d: zeros, then -w g at each counted
+// row's class (one launch of the engine's nll_loss kernel).
+void nll_loss_grad(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                   const std::optional<Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                   const Tensor& total_weight, const Tensor& grad_input) {
+  grad_input.zero_();
+  if (self.numel() > 0) {
+    engine::launch_nll(true, grad_input, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
+                       ignore_index, grad_output, total_weight);
   }
 }
 
@@ -179,12 +197,7 @@ std::tuple<Tensor, Tensor> nll_loss_forward_kernel(const Tensor& self, const Ten
   Functional<at::meta::structured_nll_loss_forward> op; // checks, allocates output and total_weight
   op.meta(self, target, optional_ref(weight), reduction, ignore_index);
   check_nll_dtypes(self, target, weight, false);
-  if (self.numel() == 0) {
-    nll_loss_empty(reduction, op.outputs_[0], op.outputs_[1]);
-  } else { // one launch of the engine's nll_loss
-    engine::launch_nll(false, self, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
-                       ignore_index, op.outputs_[0], op.outputs_[1]);
-  }
+  nll_loss_values(self, target, weight, reduction, ignore_index, op.outputs_[0], op.outputs_[1]);
   return {std::move(op.outputs_[0]), std::move(op.outputs_[1])};
 }
 
@@ -199,12 +212,7 @@ Tensor nll_loss_backward_kernel(const Tensor& grad_output, const Tensor& self, c
   Functional<at::meta::structured_nll_loss_backward> op;
   op.meta(grad_output, self, target, optional_ref(weight), reduction, ignore_index, total_weight);
   check_nll_dtypes(self, target, weight, false);
-  const Tensor& grad_input = op.outputs_[0];
-  grad_input.zero_();
-  if (self.numel() > 0) { // -w g at each counted row's class: one launch of the engine's nll_loss
-    engine::launch_nll(true, grad_input, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
-                       ignore_index, grad_output, total_weight);
-  }
+  nll_loss_grad(grad_output, self, target, weight, reduction, ignore_index, total_weight, op.outputs_[0]);
   return std::move(op.outputs_[0]);
 }
 
@@ -234,12 +242,7 @@ std::tuple<Tensor, Tensor> nll_loss2d_forward_kernel(const Tensor& self, const T
   check_nll_loss2d(self, target, weight);
   Tensor output = reduction == at::Reduction::None ? at::empty(target.sizes(), self.options()) : at::empty({}, self.options());
   Tensor total_weight = at::empty({}, self.options());
-  if (self.numel() == 0) {
-    nll_loss_empty(reduction, output, total_weight);
-  } else {
-    engine::launch_nll(false, self, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
-                       ignore_index, output, total_weight);
-  }
+  nll_loss_values(self, target, weight, reduction, ignore_index, output, total_weight);
   return {output, total_weight};
 }
 
@@ -263,11 +266,8 @@ Tensor nll_loss2d_backward_kernel(const Tensor& grad_output, const Tensor& self,
   }
   TORCH_CHECK(total_weight.numel() == 1, "expected total_weight to be a single element tensor, got: ",
               total_weight.sizes(), " (", total_weight.numel(), " elements)");
-  Tensor grad_input = at::zeros_like(self, at::MemoryFormat::Contiguous);
-  if (self.numel() > 0) {
-    engine::launch_nll(true, grad_input, target, defined(weight) ? weight->reshape({-1}) : Tensor(), reduction,
-                       ignore_index, grad_output, total_weight);
-  }
+  Tensor grad_input = at::empty_like(self, at::MemoryFormat::Contiguous);
+  nll_loss_grad(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
   return grad_input;
 }
 
