@@ -120,14 +120,19 @@ NOINLINE static void pack_rows8_f32(float *dst, const char *base, int64_t rs, in
  * set, so packing a sliver at a time lost each line before the next sliver
  * read its other half (0.6 ns per element; 0.13-0.15 this way). All slivers
  * per step instead read whole rows but stored to addresses a sliver apart,
- * which alias the loads when a sliver is 4 KB (depth 128): eight keep that
- * short.
+ * which alias the loads when a sliver is a multiple of 4 KB (depth 128,
+ * 256): eight keep that short. Other 8-wide slivers take whole rows: with
+ * eight, each step read 4 lines of a row and the next group came back for
+ * the next 4, so a panel not in L2 (the im2col matrix of a convolution,
+ * 27 x 1024 per sample) waited on L3 for every 4 lines (0.9 ns per
+ * element; 0.45 whole rows).
  */
 ALWAYS_INLINE void pack_columns_f32(float *dst, const char *src, int64_t cs, int64_t slivers, int64_t depth,
                                     int R) {
   const int64_t size = R * depth; /* floats per sliver */
-  for (int64_t s0 = 0; s0 < slivers; s0 += 8) {
-    const int64_t group = min_i64(8, slivers - s0);
+  const int64_t per_group = R == 8 && size % 1024 != 0 ? slivers : 8; /* 1024 floats: 4 KB */
+  for (int64_t s0 = 0; s0 < slivers; s0 += per_group) {
+    const int64_t group = min_i64(per_group, slivers - s0);
     int64_t p = 0;
     /* R = 3: four steps of a sliver (12 floats, three vectors) from four
      * 16-byte loads, each a float past its sliver; row p + 4 exists, so
